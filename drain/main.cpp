@@ -1,0 +1,239 @@
+// spanring: the drainer CLI.
+//   spanring run [-o FILE] [--rings N] [--ring-records N] -- CMD [ARGS...]
+//   spanring drain --segment NAME -o FILE
+#include "drainer.h"
+#include "uring_writer.h"
+
+#include <spanring/segment.h>
+
+#include <CLI/CLI.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using spanring::Drainer;
+using spanring::Segment;
+using spanring::SegmentOptions;
+using spanring::UringWriter;
+
+volatile sig_atomic_t g_stop_signal = 0;
+volatile pid_t g_child = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  // `run` forwards SIGINT/SIGTERM to the traced command and keeps draining until it exits.
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Idle back-off: busy while there is work, then sleeps doubling from 50 us to 4 ms, so an idle
+// drainer wakes ~250 times a second (near 0% CPU) and a burst waits at most 4 ms to be seen.
+class Backoff {
+ public:
+  void reset() noexcept { sleep_us_ = 0; }
+  void idle() noexcept {
+    sleep_us_ = sleep_us_ == 0 ? 50 : std::min<int64_t>(sleep_us_ * 2, 4000);
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+  }
+
+ private:
+  int64_t sleep_us_ = 0;
+};
+
+std::string unique_segment_name() {
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "spanring-%d-%08x", static_cast<int>(::getpid()), rd());
+  return buf;
+}
+
+// Drains until done() says stop; checks dead owners every 100 ms.
+template <class Done>
+void drain_loop(Drainer& drainer, Done&& done) {
+  Backoff backoff;
+  auto next_check = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (drainer.poll() != 0) {
+      backoff.reset();
+      continue;
+    }
+    drainer.flush_partial();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_check) {
+      drainer.check_owners();
+      next_check = now + std::chrono::milliseconds(100);
+    }
+    backoff.idle();
+  }
+}
+
+void print_summary(const Drainer& d, const std::string& out, bool ok) {
+  const auto& s = d.stats();
+  std::fprintf(stderr, "spanring: wrote %llu records to %s%s\n",
+               static_cast<unsigned long long>(s.written), out.c_str(),
+               ok ? "" : " (some writes failed, see above)");
+  std::fprintf(stderr,
+               "spanring: summary: written=%llu dropped=%llu unfinished=%llu processes=%llu "
+               "threads=%llu\n",
+               static_cast<unsigned long long>(s.written),
+               static_cast<unsigned long long>(s.dropped),
+               static_cast<unsigned long long>(s.unfinished),
+               static_cast<unsigned long long>(s.processes),
+               static_cast<unsigned long long>(s.threads));
+}
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+int cmd_run(const std::string& out_path, const SegmentOptions& opts,
+            const std::vector<std::string>& cmd) {
+  // Output and io_uring first: if either fails, the command is not started.
+  UringWriter writer(out_path, 8);
+  const std::string name = unique_segment_name();
+  Segment segment = Segment::create(name, opts);
+
+  // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
+  // every process that may still write into the segment.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  install_stop_handlers();
+
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "SPANRING_SEGMENT=", 17) != 0) env_storage.emplace_back(*e);
+  env_storage.push_back("SPANRING_SEGMENT=" + name);
+  std::vector<char*> envp;
+  for (auto& s : env_storage) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage(cmd);
+  std::vector<char*> argv;
+  for (auto& s : argv_storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  pid_t child = 0;
+  const int rc = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), envp.data());
+  if (rc != 0) {
+    std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));
+    Segment::remove(name);
+    return 127;
+  }
+  g_child = child;
+
+  Drainer drainer(segment, writer);
+  int status = 0;
+  bool child_done = false;
+  bool all_done = false;
+  drain_loop(drainer, [&] {
+    // Reap every exited descendant; stop once none is left.
+    for (;;) {
+      int st = 0;
+      const pid_t p = ::waitpid(-1, &st, WNOHANG);
+      if (p == child) {
+        status = st;
+        child_done = true;
+        g_child = 0;
+      }
+      if (p > 0) continue;
+      if (p < 0 && errno == ECHILD) all_done = true;
+      break;
+    }
+    return child_done && all_done;
+  });
+  const bool ok = drainer.finish(true);
+  Segment::remove(name);
+  std::fprintf(stderr, "spanring: trace: %s ([STRACE] text)\n", absolute(out_path).c_str());
+  print_summary(drainer, absolute(out_path), ok);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+int cmd_drain(const std::string& segment_name, const std::string& out_path) {
+  Segment segment = Segment::open(segment_name);
+  UringWriter writer(out_path, 8);
+  install_stop_handlers();
+  Drainer drainer(segment, writer);
+  drain_loop(drainer, [] { return g_stop_signal != 0; });
+  const bool ok = drainer.finish(false);
+  print_summary(drainer, absolute(out_path), ok);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"spanring: drain a shared-memory span trace into a [STRACE] text file"};
+  app.require_subcommand(1);
+
+  std::string out_path;
+  SegmentOptions opts;
+  std::vector<std::string> cmd;
+  CLI::App* run = app.add_subcommand(
+      "run", "Create a segment, run CMD with SPANRING_SEGMENT set, drain until CMD and all its "
+             "descendants exit; exits with CMD's status");
+  run->add_option("-o,--output", out_path, "Trace file (default: spanring-<pid>.strace)");
+  run->add_option("--rings", opts.ring_count,
+                  "Rings in the segment = threads that can trace at once (all processes)")
+      ->check(CLI::Range(1u, spanring::kMaxRingCount))
+      ->capture_default_str();
+  run->add_option("--ring-records", opts.ring_capacity,
+                  "Ring capacity in 64-byte record slots (a span takes 1-5), rounded up to a "
+                  "power of two")
+      ->check(CLI::Range(spanring::kMinRingCapacity, spanring::kMaxRingCapacity))
+      ->capture_default_str();
+  run->add_option("cmd", cmd, "The command to trace (after --)")->required();
+
+  std::string segment_name;
+  std::string drain_out;
+  CLI::App* drain = app.add_subcommand(
+      "drain", "Attach to an existing segment and drain it until SIGINT/SIGTERM, then drain "
+               "what is left, flush and exit 0");
+  drain->add_option("--segment", segment_name, "Segment name (the value of SPANRING_SEGMENT)")
+      ->required();
+  drain->add_option("-o,--output", drain_out, "Trace file")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*run) {
+      if (out_path.empty()) out_path = "spanring-" + std::to_string(::getpid()) + ".strace";
+      return cmd_run(out_path, opts, cmd);
+    }
+    return cmd_drain(segment_name, drain_out);
+  } catch (const spanring::Error& e) {
+    std::fprintf(stderr, "spanring: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spanring: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,54 @@
+#include "ring_reader.h"
+
+#include <cstring>
+
+namespace spanring {
+
+ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64_t min_seq,
+                       RecordCopy& out, std::string& why) {
+  const uint64_t mask = ring.capacity - 1;
+  const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
+  if (avail == 0 || avail > ring.capacity) {
+    why = "head " + std::to_string(head) + " is not within one ring of the read position " +
+          std::to_string(pos);
+    return ReadStatus::kCorrupt;
+  }
+  std::memcpy(&out.header, ring.slots + (pos & mask) * kSlotBytes, kSlotBytes);
+  const RecordHeader& h = out.header;
+  if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail) {
+    why = "record at slot " + std::to_string(pos) + " claims " + std::to_string(h.slots) +
+          " slots (" + std::to_string(avail) + " published)";
+    return ReadStatus::kCorrupt;
+  }
+  if (h.name_len > kNameRawMax || h.attrs_len > kAttrsRawMax ||
+      h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len)) {
+    why = "record at slot " + std::to_string(pos) + " has inconsistent lengths (name " +
+          std::to_string(h.name_len) + ", attrs " + std::to_string(h.attrs_len) + ", slots " +
+          std::to_string(h.slots) + ")";
+    return ReadStatus::kCorrupt;
+  }
+  if ((h.flags & ~kRecordInvalid) != 0 ||
+      ((h.flags & kRecordInvalid) != 0 && (h.name_len != 0 || h.attrs_len != 0)) ||
+      ((h.flags & kRecordInvalid) == 0 && h.name_len == 0)) {
+    why = "record at slot " + std::to_string(pos) + " has bad flags " + std::to_string(h.flags);
+    return ReadStatus::kCorrupt;
+  }
+  if (h.seq < min_seq) {
+    why = "record at slot " + std::to_string(pos) + " has sequence " + std::to_string(h.seq) +
+          ", expected at least " + std::to_string(min_seq);
+    return ReadStatus::kCorrupt;
+  }
+  // Payload: first kInlinePayloadBytes from the header slot, the rest from the next slots.
+  const uint32_t total = uint32_t{h.name_len} + h.attrs_len;
+  const uint32_t inline_n = total < kInlinePayloadBytes ? total : kInlinePayloadBytes;
+  std::memcpy(out.payload, h.payload, inline_n);
+  uint32_t done = inline_n;
+  for (uint64_t s = 1; done < total; ++s) {
+    const uint32_t n = total - done < kSlotBytes ? total - done : kSlotBytes;
+    std::memcpy(out.payload + done, ring.slots + ((pos + s) & mask) * kSlotBytes, n);
+    done += n;
+  }
+  return ReadStatus::kRecord;
+}
+
+}  // namespace spanring

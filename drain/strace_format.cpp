@@ -1,0 +1,117 @@
+#include "strace_format.h"
+
+#include <spanring/encode.h>
+
+#include <cstring>
+#include <string_view>
+
+namespace spanring {
+namespace {
+
+struct Out {
+  char* p;
+  void str(std::string_view s) noexcept {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  }
+  void dec(uint64_t v) noexcept {
+    char tmp[20];
+    int n = 0;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (n > 0) *p++ = tmp[--n];
+  }
+  void hex(uint64_t v) noexcept {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    char tmp[16];
+    int n = 0;
+    do {
+      tmp[n++] = kDigits[v & 0xf];
+      v >>= 4;
+    } while (v != 0);
+    while (n > 0) *p++ = tmp[--n];
+  }
+  void prefix(uint64_t mono, uint32_t tid, std::string_view what) noexcept {
+    str("[mono_ns=");
+    dec(mono);
+    str("][T0x");
+    hex(tid);
+    str("][TIMING] ");
+    str(what);
+  }
+};
+
+}  // namespace
+
+size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) {
+  const RecordHeader& h = rec.header;
+  Out o{out};
+  o.prefix(h.ts_ns + h.dur_ns, tid, "emit_host_span: [STRACE] v=1 pid=");
+  o.dec(pid);
+  o.str(" tid=");
+  o.dec(tid);
+  o.str(" inv=");
+  o.dec(h.inv);
+  o.str(" hid=");
+  o.hex(h.hid);
+  o.str(" depth=");
+  o.dec(h.depth);
+  o.str(" name=");
+  o.p += encode_name(rec.name(), h.name_len, o.p);
+  o.str(" ts=");
+  o.dec(h.ts_ns);
+  o.str(" dur=");
+  o.dec(h.dur_ns);
+  // The separating space is written even with no attributes: the line then ends `dur=<n> `.
+  o.str(" ");
+  o.p += encode_attrs(rec.attrs(), h.attrs_len, o.p);
+  o.str("\n");
+  return static_cast<size_t>(o.p - out);
+}
+
+size_t format_anchor(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns) {
+  Out o{out};
+  o.prefix(mono_ns, tid, "clock_anchor: [CLOCK_ANCHOR] v=1 pid=");
+  o.dec(pid);
+  o.str(" mono_ns=");
+  o.dec(mono_ns);
+  o.str(" wall_ns=");
+  o.dec(wall_ns);
+  o.str("\n");
+  return static_cast<size_t>(o.p - out);
+}
+
+size_t format_drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
+                    uint64_t last_seq, const char* reason) {
+  Out o{out};
+  o.str("[SPANRING_DROPS] v=1 pid=");
+  o.dec(pid);
+  o.str(" tid=");
+  o.dec(tid);
+  o.str(" dropped=");
+  o.dec(dropped);
+  o.str(" first_seq=");
+  o.dec(first_seq);
+  o.str(" last_seq=");
+  o.dec(last_seq);
+  o.str(" reason=");
+  o.str(reason);
+  o.str("\n");
+  return static_cast<size_t>(o.p - out);
+}
+
+bool is_device_span(const RecordCopy& rec) noexcept {
+  const std::string_view attrs(rec.attrs(), rec.header.attrs_len);
+  size_t at = 0;
+  while ((at = attrs.find("clk=dev", at)) != std::string_view::npos) {
+    const bool starts = at == 0 || attrs[at - 1] == ' ';
+    const bool ends = at + 7 == attrs.size() || attrs[at + 7] == ' ' || attrs[at + 7] == '\0';
+    if (starts && ends) return true;
+    at += 7;
+  }
+  return false;
+}
+
+}  // namespace spanring

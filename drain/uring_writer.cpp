@@ -1,0 +1,191 @@
+#include "uring_writer.h"
+
+#include <spanring/segment.h>
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <set>
+
+namespace spanring {
+
+struct UringWriter::Impl {
+  io_uring ring{};
+};
+
+namespace {
+
+// One buffer on its way to the file.
+struct Inflight {
+  Buffer* buffer;
+  uint64_t offset;    // where its first byte goes
+  size_t done = 0;    // bytes already written
+  bool submitted = false;
+  bool complete = false;
+  int error = 0;      // errno of a failed write
+};
+
+}  // namespace
+
+UringWriter::UringWriter(const std::string& path, unsigned queue_depth)
+    : impl_(std::make_unique<Impl>()), path_(path), depth_(queue_depth ? queue_depth : 1) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open output " + path + ": " + std::strerror(errno), errno, path);
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    // Pipes and character devices have no offsets: write at the current position, in order.
+    seekable_ = false;
+    depth_ = 1;
+  }
+  const int r = io_uring_queue_init(depth_ * 2, &impl_->ring, 0);
+  if (r < 0) {
+    ::close(fd_);
+    throw Error("io_uring is unavailable (io_uring_queue_init: " + std::string(std::strerror(-r)) +
+                    "); spanring writes its output only through io_uring",
+                -r, path);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+UringWriter::~UringWriter() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+  io_uring_queue_exit(&impl_->ring);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void UringWriter::submit(Buffer* b) { todo_.enqueue(b); }
+
+Buffer* UringWriter::take_done(int64_t timeout_us) {
+  Buffer* b = nullptr;
+  if (timeout_us <= 0) return done_.try_dequeue(b) ? b : nullptr;
+  return done_.wait_dequeue_timed(b, timeout_us) ? b : nullptr;
+}
+
+void UringWriter::run() {
+  io_uring* ring = &impl_->ring;
+  std::deque<Inflight> q;
+  uint64_t next_offset = 0;  // where the next new buffer goes
+  uint64_t good_end = 0;     // end of the last buffer written whole, in file order
+  std::set<int> reported;    // errnos already reported: each is said once
+
+  auto submit_write = [&](Inflight& f) {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (sqe == nullptr) return false;  // ring full: retried after the next completion
+    const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
+    io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
+                        static_cast<unsigned>(f.buffer->len - f.done), off);
+    io_uring_sqe_set_data(sqe, &f);
+    f.submitted = true;
+    return true;
+  };
+  auto submit_sync = [&](Inflight& f) {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (sqe == nullptr) return false;
+    io_uring_prep_fsync(sqe, fd_, 0);
+    io_uring_sqe_set_data(sqe, &f);
+    f.submitted = true;
+    return true;
+  };
+  auto report = [&](int err) {
+    if (error_.load(std::memory_order_relaxed) == 0) error_.store(err, std::memory_order_release);
+    if (reported.insert(err).second)
+      std::fprintf(stderr, "spanring: writing %s failed: %s; the records of the failed writes are "
+                   "counted as unwritten, draining goes on\n", path_.c_str(), std::strerror(err));
+  };
+
+  for (;;) {
+    // Take new buffers while there is room in flight. Sync markers wait at the front.
+    while (q.size() < depth_) {
+      Buffer* b = nullptr;
+      const bool got = q.empty() ? todo_.wait_dequeue_timed(b, 2000) : todo_.try_dequeue(b);
+      if (!got) break;
+      q.push_back(Inflight{b, next_offset});
+      if (!b->sync) {
+        next_offset += b->len;
+        if (b->len == 0) q.back().complete = true;
+        else submit_write(q.back());
+      }
+    }
+    if (q.empty()) {
+      if (stop_.load(std::memory_order_acquire) && todo_.size_approx() == 0) return;
+      continue;
+    }
+    // A sync marker runs once everything before it is retired.
+    if (q.front().buffer->sync && !q.front().submitted) submit_sync(q.front());
+    for (auto& f : q)  // writes that found the submission queue full
+      if (!f.submitted && !f.buffer->sync && !f.complete) submit_write(f);
+
+    io_uring_cqe* cqe = nullptr;
+    int r = io_uring_submit_and_wait(ring, 1);
+    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+      report(-r);
+      // The ring itself failed: nothing in flight can complete any more.
+      for (auto& f : q) { f.complete = true; f.error = -r; }
+    }
+    while (io_uring_peek_cqe(ring, &cqe) == 0) {
+      auto* f = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+      const int res = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      if (f == nullptr) continue;
+      f->submitted = false;
+      if (f->buffer->sync) {
+        if (res < 0) report(-res);
+        f->complete = true;
+      } else if (res == -EAGAIN || res == -EINTR) {
+        submit_write(*f);  // transient: the same bytes again
+      } else if (res < 0) {
+        f->error = -res;
+        f->complete = true;
+      } else if (res == 0) {
+        f->error = EIO;  // no progress on a non-empty write
+        f->complete = true;
+      } else {
+        f->done += static_cast<size_t>(res);
+        if (f->done < f->buffer->len) submit_write(*f);  // short write: the rest, further on
+        else f->complete = true;
+      }
+    }
+    // Retire in file order, so that the drain thread's tail updates follow the file.
+    while (!q.empty() && q.front().complete) {
+      Inflight f = q.front();
+      q.pop_front();
+      if (f.error != 0) {
+        report(f.error);
+        f.buffer->failed = true;
+        // Everything queued after it was aimed past a hole: wait for it, then cut the file back
+        // to the last whole buffer and write the next buffers from there.
+        while (!q.empty()) {
+          for (auto& g : q)
+            if (!g.submitted && !g.complete && !g.buffer->sync) g.complete = true;
+          bool pending = false;
+          for (auto& g : q) pending |= g.submitted;
+          if (pending && io_uring_wait_cqe(ring, &cqe) == 0) {
+            auto* g = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+            io_uring_cqe_seen(ring, cqe);
+            if (g != nullptr) { g->submitted = false; g->complete = true; }
+            continue;
+          }
+          Inflight g = q.front();
+          q.pop_front();
+          if (!g.buffer->sync) g.buffer->failed = true;
+          done_.enqueue(g.buffer);
+        }
+        if (seekable_ && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0) report(errno);
+        next_offset = good_end;
+      } else if (!f.buffer->sync) {
+        good_end = f.offset + f.buffer->len;
+        bytes_written_.store(good_end, std::memory_order_release);
+      }
+      done_.enqueue(f.buffer);
+    }
+  }
+}
+
+}  // namespace spanring

@@ -1,0 +1,75 @@
+// The drainer's only path to its output file: one thread that writes full buffers with io_uring
+// at explicit file offsets, several in flight, and hands them back in file order.
+//
+// Hand-off: the drain thread enqueues filled Buffers (moodycamel BlockingConcurrentQueue); the
+// writer thread submits them, completes short writes (resubmitting the rest at the right offset)
+// and retries -EAGAIN/-EINTR completions, then returns each buffer on the `done` queue in the
+// order it was submitted, so the drain thread advances ring tails only over bytes that are in
+// the file. A write that fails otherwise (ENOSPC, EIO...) is reported once on stderr; the
+// buffer comes back with `failed` set and the file is cut back to the end of the last buffer
+// written whole, so it always ends at a line boundary.
+#pragma once
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace spanring {
+
+// What a buffer's records were; applied by the drain thread when the buffer comes back.
+struct TailUpdate {
+  uint32_t ring;        // ring index
+  uint32_t generation;  // owner generation the records belong to
+  uint64_t tail;        // slots consumed up to here
+  bool free_after;      // the owner is gone and this is its last tail: free the ring
+};
+
+struct Buffer {
+  std::unique_ptr<char[]> data;
+  size_t capacity = 0;  // bytes
+  size_t len = 0;       // bytes filled
+  uint64_t records = 0; // [STRACE] span records formatted into it
+  std::vector<TailUpdate> tails;
+  bool failed = false;  // set by the writer: not (entirely) in the file
+  bool sync = false;    // a flush marker: no data; the writer fsyncs once every earlier
+                        // buffer is back, then returns it
+};
+
+class UringWriter {
+ public:
+  // Opens `path` for writing (truncating it; 0644 before the umask) and sets up io_uring.
+  // Throws spanring::Error when the file cannot be opened or io_uring cannot be set up.
+  UringWriter(const std::string& path, unsigned queue_depth);
+  ~UringWriter();  // stops the thread after every queued buffer is written
+  UringWriter(const UringWriter&) = delete;
+  UringWriter& operator=(const UringWriter&) = delete;
+
+  // Drain thread: queues a filled buffer or a sync marker (ownership passes to the writer).
+  void submit(Buffer* b);
+  // Drain thread: takes back a written buffer, waiting up to timeout_us; nullptr when none.
+  Buffer* take_done(int64_t timeout_us);
+  uint64_t bytes_written() const noexcept { return bytes_written_.load(std::memory_order_acquire); }
+  bool had_error() const noexcept { return error_.load(std::memory_order_acquire) != 0; }
+
+ private:
+  void run();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;  // the io_uring, touched by the writer thread only
+  std::string path_;
+  bool seekable_ = true;        // false for pipes: offset -1 and one write in flight
+  unsigned depth_ = 8;          // writes in flight at most
+  int fd_ = -1;
+  moodycamel::BlockingConcurrentQueue<Buffer*> todo_;
+  moodycamel::BlockingConcurrentQueue<Buffer*> done_;
+  std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<int> error_{0};           // first errno of a failed write, 0 = none
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace spanring

@@ -1,0 +1,207 @@
+// spanring shared-memory segment layout, version 1.
+//
+// One named POSIX shared-memory object per traced job. It is created and sized once by the
+// drainer (`spanring run` / `spanring drain --create`), then opened by every traced process
+// through the name in SPANRING_SEGMENT. Nothing in it is a pointer: every location is an offset
+// from the start of the segment, and the drainer bounds-checks every offset and counter it reads
+// (the producer side is untrusted from the drainer's point of view).
+//
+//   offset 0                        SegmentHeader           (kSegmentHeaderBytes)
+//   header.rings_offset             RingHeader[ring_count]  (kRingHeaderBytes each)
+//   header.slots_offset             slots of ring 0, ring 1, ...  (ring_capacity * kSlotBytes each)
+//   header.segment_bytes            end
+//
+// Who writes what:
+//   SegmentHeader   the creator, once, before publishing `magic` (release); afterwards only the
+//                   counters marked "any producer" and the drainer's fields.
+//   RingHeader      line 0 (ownership): the claiming producer thread while state == kClaiming,
+//                   the drainer when it frees the ring; line 1 (head, drops): the owning producer
+//                   thread only; line 2 (tail): the drainer only.
+//   slots           the owning producer, only in [head, tail + capacity); the drainer reads only
+//                   [tail, head).
+//
+// Ring state machine (RingHeader::state):
+//
+//      kFree --CAS by a producer thread--> kClaiming --producer fills owner fields--> kActive
+//        ^                                                                               |
+//        |                    thread exit (pthread key destructor) ----------------------+
+//        |                                                                               v
+//        +--- drainer, once head == tail and the records are written ---------- kReleased
+//        +--- drainer, once the owner process is dead (pid + start time) and the ring drained
+//   kQuarantined: set by the drainer when the ring's header or records fail validation; the ring
+//                 is never read or reused again in this segment's life.
+//
+// A zero-filled ring header reads as kFree with head == tail == 0, so a fresh segment needs no
+// per-ring initialisation beyond the creator's zero fill.
+//
+// Records: a record is 1 to kMaxRecordSlots consecutive 64-byte slots. The first slot is a
+// RecordHeader; the raw (not yet encoded) name bytes followed by the raw attribute bytes start in
+// its `payload` and continue through the following slots, wrapping at the end of the ring like
+// any other slot. Encoding and truncation to the [STRACE] caps happen in the drainer; the
+// producer only bounds how many raw bytes it copies (kNameRawMax, kAttrsRawMax).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace spanring {
+
+// "SPANRING" read as a little-endian u64: the first 8 bytes of a segment.
+inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
+// Bumped whenever any struct in this file changes shape or meaning. A process that finds another
+// version refuses the segment; it never guesses.
+inline constexpr uint32_t kLayoutVersion = 1;
+
+// One slot is one cache line: the producer's store of a one-slot record touches one line.
+inline constexpr uint32_t kSlotBytes = 64;
+// [STRACE] caps count encoded bytes: name 64, attrs 192 (strace-format.md, "Truncation"). Every
+// encoded unit is at least one raw byte, so 64 raw bytes always reach the cap; one more raw byte
+// tells the drainer that the input went on and must be cut with `~`.
+inline constexpr uint32_t kNameCap = 64;
+inline constexpr uint32_t kAttrsCap = 192;
+inline constexpr uint32_t kNameRawMax = kNameCap + 1;    // bytes
+inline constexpr uint32_t kAttrsRawMax = kAttrsCap + 1;  // bytes
+
+// Ring states (RingHeader::state). Zero must be kFree (zero-filled memory reads as free).
+inline constexpr uint32_t kRingFree = 0;
+inline constexpr uint32_t kRingClaiming = 1;
+inline constexpr uint32_t kRingActive = 2;
+inline constexpr uint32_t kRingReleased = 3;
+inline constexpr uint32_t kRingQuarantined = 4;
+
+// SegmentHeader::init_state.
+inline constexpr uint32_t kInitZero = 0;
+inline constexpr uint32_t kInitReady = 2;
+
+// RecordHeader::flags.
+// The producer could not accept this record's content (NULL or empty name, negative ts/dur/depth)
+// and published it as a one-slot drop marker: it consumes a sequence number and is reported as a
+// drop with reason `invalid`, never as a [STRACE] line.
+inline constexpr uint16_t kRecordInvalid = 1u << 0;
+
+// First slot of every record. Explicit-width fields only; padding is explicit.
+struct RecordHeader {
+  uint64_t seq;        // per-ring record sequence number, from 0 for each owner; gaps are drops
+  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns (device spans: the caller's device clock)
+  uint64_t dur_ns;     // duration, ns
+  uint64_t inv;        // invocation id, 0 = none
+  uint64_t hid;        // callable hash, 0 = none
+  uint32_t depth;      // nesting depth, 0 = outermost
+  uint16_t name_len;   // raw name bytes stored, 0..kNameRawMax (0 only with kRecordInvalid)
+  uint16_t attrs_len;  // raw attribute bytes stored, 0..kAttrsRawMax
+  uint16_t slots;      // slots this record occupies, 1..kMaxRecordSlots
+  uint16_t flags;      // kRecord* bits
+  char payload[12];    // first raw name/attribute bytes; the rest follow in the next slots
+};
+static_assert(std::is_standard_layout_v<RecordHeader>);
+static_assert(sizeof(RecordHeader) == kSlotBytes);
+static_assert(offsetof(RecordHeader, seq) == 0);
+static_assert(offsetof(RecordHeader, ts_ns) == 8);
+static_assert(offsetof(RecordHeader, dur_ns) == 16);
+static_assert(offsetof(RecordHeader, inv) == 24);
+static_assert(offsetof(RecordHeader, hid) == 32);
+static_assert(offsetof(RecordHeader, depth) == 40);
+static_assert(offsetof(RecordHeader, name_len) == 44);
+static_assert(offsetof(RecordHeader, attrs_len) == 46);
+static_assert(offsetof(RecordHeader, slots) == 48);
+static_assert(offsetof(RecordHeader, flags) == 50);
+static_assert(offsetof(RecordHeader, payload) == 52);
+
+inline constexpr uint32_t kInlinePayloadBytes = sizeof(RecordHeader::payload);
+
+// Slots needed for a record carrying `payload_bytes` raw name+attribute bytes.
+constexpr uint32_t record_slots(uint32_t payload_bytes) noexcept {
+  return payload_bytes <= kInlinePayloadBytes
+             ? 1
+             : 1 + (payload_bytes - kInlinePayloadBytes + kSlotBytes - 1) / kSlotBytes;
+}
+// The largest record: a cut name and cut attributes (65 + 193 raw bytes) -> 5 slots.
+inline constexpr uint32_t kMaxRecordSlots = record_slots(kNameRawMax + kAttrsRawMax);
+static_assert(kMaxRecordSlots == 5);
+
+// The smallest ring must hold the largest record with room to spare, so that a ring is never
+// permanently too small for a record; 16 slots = 1 KiB.
+inline constexpr uint32_t kMinRingCapacity = 16;        // slots
+inline constexpr uint32_t kMaxRingCapacity = 1u << 24;  // slots (1 GiB per ring): sanity bound
+inline constexpr uint32_t kMaxRingCount = 1u << 16;     // rings: sanity bound
+
+// Per-ring header, kRingHeaderBytes, three cache lines so that the producer's line (head) and the
+// drainer's line (tail) never share a cache line.
+struct alignas(64) RingHeader {
+  // ---- line 0: ownership. Written by the claiming thread while kClaiming, read by the drainer
+  // after it observes kActive/kReleased with acquire.
+  std::atomic<uint32_t> state;  // kRing*
+  uint32_t owner_pid;           // getpid() of the owner process
+  uint32_t owner_tid;           // gettid() of the owner thread
+  uint32_t generation;          // incremented by every claim; tells owners of one ring apart
+  uint64_t owner_start_time;    // owner process start, clock ticks since boot (/proc/PID/stat #22)
+  uint64_t anchor_mono_ns;      // owner process clock anchor: CLOCK_MONOTONIC ns ...
+  uint64_t anchor_wall_ns;      // ... and CLOCK_REALTIME ns, read together at the process' attach
+  char thread_name[16];         // prctl(PR_GET_NAME) at claim, NUL-terminated unless 16 bytes
+  uint8_t reserved0[8];
+
+  // ---- line 1: producer-owned.
+  std::atomic<uint64_t> head;   // slots published (monotonic, wraps at 2^64)
+  std::atomic<uint64_t> drops;  // records this owner dropped because the ring was full
+  uint8_t reserved1[48];
+
+  // ---- line 2: drainer-owned.
+  std::atomic<uint64_t> tail;   // slots consumed and written to the output (monotonic)
+  uint8_t reserved2[56];
+};
+static_assert(std::is_standard_layout_v<RingHeader>);
+static_assert(sizeof(RingHeader) == 192);
+static_assert(offsetof(RingHeader, state) == 0);
+static_assert(offsetof(RingHeader, owner_start_time) == 16);
+static_assert(offsetof(RingHeader, thread_name) == 40);
+static_assert(offsetof(RingHeader, head) == 64);
+static_assert(offsetof(RingHeader, drops) == 72);
+static_assert(offsetof(RingHeader, tail) == 128);
+inline constexpr uint32_t kRingHeaderBytes = sizeof(RingHeader);
+
+struct alignas(64) SegmentHeader {
+  // ---- written once by the creator; `magic` last, with release.
+  std::atomic<uint64_t> magic;    // kSegmentMagic once the segment is ready
+  uint32_t layout_version;        // kLayoutVersion of the creator
+  uint32_t header_bytes;          // sizeof(SegmentHeader)
+  uint32_t slot_bytes;            // kSlotBytes
+  uint32_t ring_header_bytes;     // kRingHeaderBytes
+  uint32_t ring_count;            // rings in the table
+  uint32_t ring_capacity;         // slots per ring, a power of two in [kMinRingCapacity, kMax...]
+  uint64_t rings_offset;          // byte offset of RingHeader[0]
+  uint64_t slots_offset;          // byte offset of ring 0's first slot
+  uint64_t segment_bytes;         // total size the creator mapped
+  uint32_t creator_pid;           // the drainer that created the segment
+  uint32_t reserved0;
+  uint64_t creator_start_time;    // its start time, clock ticks since boot
+
+  // ---- any producer: records dropped because every ring was taken (fetch_add, relaxed: a
+  // counter read by the drainer only for reports, no ordering with other data).
+  alignas(64) std::atomic<uint64_t> no_ring_drops;
+  uint8_t reserved1[56];
+};
+static_assert(std::is_standard_layout_v<SegmentHeader>);
+static_assert(sizeof(SegmentHeader) == 192);
+static_assert(offsetof(SegmentHeader, layout_version) == 8);
+static_assert(offsetof(SegmentHeader, ring_count) == 24);
+static_assert(offsetof(SegmentHeader, rings_offset) == 32);
+static_assert(offsetof(SegmentHeader, creator_start_time) == 64);
+static_assert(offsetof(SegmentHeader, no_ring_drops) == 128);
+inline constexpr uint32_t kSegmentHeaderBytes = sizeof(SegmentHeader);
+
+// Atomics overlaid on shared memory must be lock-free and exactly the plain type's size, or two
+// processes would not agree on them.
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+static_assert(sizeof(std::atomic<uint32_t>) == 4);
+
+// Total bytes of a segment with `ring_count` rings of `ring_capacity` slots.
+constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t ring_capacity) noexcept {
+  return uint64_t{kSegmentHeaderBytes} + uint64_t{ring_count} * kRingHeaderBytes +
+         uint64_t{ring_count} * ring_capacity * kSlotBytes;
+}
+
+}  // namespace spanring

@@ -1,0 +1,134 @@
+// The C++ producer API: RAII spans, invocation scopes and an explicit emit.
+//
+// Tracing is enabled for a process when SPANRING_SEGMENT names a live spanring segment at the
+// time libspanring is loaded (or, in a forked child, inherited from the parent). Otherwise every
+// call below is a relaxed load and a branch.
+//
+// Hot path guarantees (producer side, any thread, also inside signal handlers): after a thread's
+// first record, no call here makes a syscall, takes a lock or allocates. A thread's first record
+// claims a ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
+// /proc/self/stat once per process). Nothing here throws, blocks, or aborts the caller: a record
+// that cannot be stored is dropped and counted in the segment, where the drainer reports it.
+//
+// Limits (from the [STRACE] format, shared/strace-format.md): a name is cut at 64 encoded bytes
+// and attributes at 192 encoded bytes, with the cut marked `~`. The producer copies at most 65
+// raw name bytes and 193 raw attribute bytes; encoding happens in the drainer.
+#pragma once
+
+#include <spanring/segment_layout.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace spanring {
+
+namespace detail {
+// Non-null while tracing is enabled in this process. Written once at load/fork (release);
+// read relaxed on every span: the data it guards was published before by the same thread
+// (load) or is process-private, so only the null check matters on the hot path.
+extern std::atomic<void*> g_segment;
+}  // namespace detail
+
+// True when records from this process go to a segment. Any thread; a relaxed load.
+inline bool enabled() noexcept {
+  return detail::g_segment.load(std::memory_order_relaxed) != nullptr;
+}
+
+// Attaches this process to the named segment, as loading the library does for the name in
+// SPANRING_SEGMENT. Cold path: opens and maps the segment (syscalls, allocation). Call it before
+// any thread of the process emits. Returns false, with one line on stderr, when the segment
+// cannot be used (tracing then stays or becomes disabled).
+bool attach(const char* segment_name) noexcept;
+
+// CLOCK_MONOTONIC in ns: the clock of every host `ts` in the output. Any thread; vDSO, no
+// syscall on Linux with a TSC clock source.
+int64_t now_ns() noexcept;
+
+// Emits one span timed by the caller, at the calling thread's current depth and invocation (as
+// a child of the innermost open Span, if any). `ts_ns` and `dur_ns` are ns; for a device span
+// pass the device clock's offset and put `clk=dev` in `attrs`. `attrs` is raw `k1=v1 k2=v2`
+// text (NULL or "" = none). A NULL or empty name, or a negative ts/dur, drops the record (counted
+// with reason `invalid`). Returns true when the record was stored in the ring, false when it was
+// dropped or tracing is disabled.
+bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs = nullptr) noexcept;
+
+// Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit().
+bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
+                 int64_t dur_ns, const char* attrs) noexcept;
+
+// Sets the calling thread's invocation id and callable hash for the spans that start while it
+// is in scope; restores the previous ones when it ends. Nestable; thread-local.
+class Invocation {
+ public:
+  Invocation(uint64_t inv, uint64_t hid) noexcept;
+  ~Invocation();
+  Invocation(const Invocation&) = delete;
+  Invocation& operator=(const Invocation&) = delete;
+
+ private:
+  uint64_t saved_inv_;
+  uint64_t saved_hid_;
+};
+
+// A span that starts when constructed and is recorded when destroyed, at depth = number of Spans
+// open on this thread around it. `name` must stay valid until the Span ends (a literal is the
+// usual case). Attributes are appended in order as raw `key=value` tokens; past 193 raw bytes
+// they are cut (the drainer marks the cut with `~`). Use on one thread only.
+class Span {
+ public:
+  explicit Span(const char* name) noexcept {
+    if (enabled()) begin(name);
+  }
+  ~Span() {
+    if (name_ != nullptr) end();
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+  Span& attr(std::string_view key, int64_t value) noexcept;
+  Span& attr(std::string_view key, uint64_t value) noexcept;
+  Span& attr(std::string_view key, int value) noexcept { return attr(key, int64_t{value}); }
+  Span& attr(std::string_view key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
+  Span& attr(std::string_view key, long long value) noexcept {
+    return attr(key, static_cast<int64_t>(value));
+  }
+  Span& attr(std::string_view key, unsigned long long value) noexcept {
+    return attr(key, static_cast<uint64_t>(value));
+  }
+  // Text value; it should hold no space (a space separates tokens in [STRACE]).
+  Span& attr(std::string_view key, std::string_view value) noexcept;
+  Span& attr(std::string_view key, const char* value) noexcept {
+    return attr(key, std::string_view{value ? value : ""});
+  }
+
+  // True while the span is recording (tracing was enabled when it began).
+  bool active() const noexcept { return name_ != nullptr; }
+
+ private:
+  void begin(const char* name) noexcept;
+  void end() noexcept;
+  void append(std::string_view text) noexcept;
+
+  const char* name_ = nullptr;  // null: tracing was disabled at construction
+  int64_t ts_ns_ = 0;
+  uint64_t inv_ = 0;
+  uint64_t hid_ = 0;
+  uint32_t depth_ = 0;
+  uint16_t attrs_len_ = 0;
+  char attrs_[kAttrsRawMax];  // raw attribute text, not NUL-terminated
+};
+
+// A span that compiles to nothing when SPANRING_COMPILED_OUT is defined.
+#ifdef SPANRING_COMPILED_OUT
+struct NullSpan {
+  explicit NullSpan(const char*) noexcept {}
+  template <class K, class V>
+  NullSpan& attr(K&&, V&&) noexcept { return *this; }
+};
+#define SPANRING_SPAN(var, name) ::spanring::NullSpan var { name }
+#else
+#define SPANRING_SPAN(var, name) ::spanring::Span var { name }
+#endif
+
+}  // namespace spanring

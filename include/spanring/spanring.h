@@ -1,0 +1,45 @@
+/* spanring C ABI: a drop-in for the span struct that today's [STRACE] producers pass by pointer
+ * (shared/strace-format.md, "The C ABI that producers use today"). Callers port by renaming.
+ *
+ * Thread-safety: every function may be called from any thread and from signal handlers. After a
+ * thread's first record, spanring_emit makes no syscall, takes no lock and allocates nothing;
+ * it never blocks, throws or aborts. Records that cannot be stored are dropped and counted.
+ */
+#ifndef SPANRING_SPANRING_H
+#define SPANRING_SPANRING_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct spanring_span {
+  uint64_t invocation_id; /* `inv`, 0 = none */
+  uint64_t callable_hash; /* `hid`, written in lowercase hex, 0 = none */
+  int32_t depth;          /* nesting depth, 0 = outermost; negative drops the record */
+  int32_t reserved;       /* set to 0 */
+  int64_t timestamp_ns;   /* span start, CLOCK_MONOTONIC ns (clk=dev: device clock offset) */
+  int64_t duration_ns;    /* ns; negative drops the record */
+  const char *name;       /* NUL-terminated raw bytes, encoded and cut to 64 bytes by the
+                             drainer; NULL or "" drops the record (counted as `invalid`) */
+  const char *attributes; /* NUL-terminated raw "k1=v1 k2=v2", cut to 192 encoded bytes;
+                             NULL = none */
+} spanring_span;
+
+/* Copies *span into the calling thread's ring. Nothing happens when tracing is disabled or
+ * span is NULL. Only the first 65 name bytes and 193 attribute bytes are read. */
+void spanring_emit(const spanring_span *span);
+
+/* 1 when records go to a segment (SPANRING_SEGMENT named a live segment at load), else 0.
+ * Check it before building a record. */
+int spanring_enabled(void);
+
+/* CLOCK_MONOTONIC in ns, the clock of every host timestamp. */
+int64_t spanring_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPANRING_SPANRING_H */

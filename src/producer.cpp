@@ -1,0 +1,446 @@
+// The producer side: attaching to the segment, claiming a ring per thread, writing records.
+//
+// Hot path (write_record and everything it calls after a thread's first record): no syscall,
+// no lock, no allocation; it touches the thread's own ring slots and the producer line of its
+// ring header, and reads the drainer's tail only when the ring looks full.
+#include <spanring/segment.h>
+#include <spanring/span.h>
+#include <spanring/spanring.h>
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace spanring {
+
+namespace detail {
+std::atomic<void*> g_segment{nullptr};
+}  // namespace detail
+
+namespace {
+
+// What the process knows about its segment. Written at attach and in the fork child handler,
+// before g_segment is published (or while the process has one thread).
+struct ProcessState {
+  SegmentHeader* header = nullptr;
+  RingHeader* rings = nullptr;
+  std::byte* slots = nullptr;
+  uint32_t ring_count = 0;
+  uint32_t ring_capacity = 0;  // slots
+  uint32_t pid = 0;
+  uint64_t start_time = 0;     // clock ticks since boot
+  uint64_t anchor_mono_ns = 0;
+  uint64_t anchor_wall_ns = 0;
+  pthread_key_t release_key{};
+  bool key_ok = false;
+};
+ProcessState g_process;
+
+// Per-thread producer state. initial-exec TLS: a fixed offset from the thread pointer, so the
+// hot path never calls __tls_get_addr (which may allocate on a thread's first access to a
+// dlopen'ed library's TLS, and is not async-signal-safe).
+struct ThreadState {
+  RingHeader* ring;       // null until the thread's first record claims one
+  std::byte* slots;       // the ring's first slot
+  uint64_t mask;          // ring capacity - 1, slots
+  uint64_t head;          // owner's private copy of ring->head
+  uint64_t tail_cached;   // last value read from the drainer's tail; reread only when full
+  uint64_t seq;           // next record sequence number of this owner
+  uint64_t drops;         // owner's private copy of ring->drops
+  uint64_t inv;           // current invocation (Invocation scope)
+  uint64_t hid;           // current callable hash
+  uint32_t depth;         // Spans open on this thread
+  uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
+  uint32_t busy;          // inside write_record: a signal handler's record must not interleave
+  std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
+};
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state{};
+
+// A thread that found every ring taken retries after this many records, so a thread without a
+// ring does not scan the ring table on every record.
+constexpr uint32_t kNoRingRetry = 1024;
+
+int64_t clock_ns(clockid_t id) noexcept {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+void take_anchor(ProcessState& p) noexcept {
+  // Read CLOCK_MONOTONIC around CLOCK_REALTIME and pair the realtime reading with the midpoint.
+  const int64_t m0 = clock_ns(CLOCK_MONOTONIC);
+  const int64_t w = clock_ns(CLOCK_REALTIME);
+  const int64_t m1 = clock_ns(CLOCK_MONOTONIC);
+  p.anchor_mono_ns = static_cast<uint64_t>(m0 + (m1 - m0) / 2);
+  p.anchor_wall_ns = static_cast<uint64_t>(w);
+}
+
+void disable(const char* why) noexcept {
+  detail::g_segment.store(nullptr, std::memory_order_relaxed);
+  // One line, once: the traced program runs on untraced.
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed))
+    std::fprintf(stderr, "spanring: tracing disabled: %s\n", why);
+}
+
+void release_ring(void* ring) noexcept;
+
+// Fork child: the only thread of the child is the forking thread. It must never write into the
+// ring it inherited from the parent (the parent's thread still owns it), so it forgets it and
+// claims a ring of its own, with the child's pid/tid, on its next record.
+void on_fork_child() noexcept {
+  ThreadState& t = t_state;
+  t.ring = nullptr;
+  t.no_ring_wait = 0;
+  t.busy = 0;
+  t.reentrant_drops.store(0, std::memory_order_relaxed);
+  g_process.pid = static_cast<uint32_t>(::getpid());
+  g_process.start_time = process_start_time(g_process.pid);
+  take_anchor(g_process);
+  if (g_process.key_ok) pthread_setspecific(g_process.release_key, nullptr);
+}
+
+bool attach_segment(const char* name) noexcept {
+  try {
+    Segment seg = Segment::open(name);
+    ProcessState& p = g_process;
+    p.header = &seg.header();
+    p.rings = &seg.ring(0);
+    p.slots = seg.ring_slots(0);
+    p.ring_count = seg.ring_count();
+    p.ring_capacity = seg.ring_capacity();
+    p.pid = static_cast<uint32_t>(::getpid());
+    p.start_time = process_start_time(p.pid);
+    take_anchor(p);
+    if (!p.key_ok) p.key_ok = pthread_key_create(&p.release_key, release_ring) == 0;
+    static bool atfork_done = false;
+    if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, on_fork_child) == 0;
+    void* base = seg.base();
+    seg.leak();  // never unmapped: threads may still emit while the process exits
+    // release: the ProcessState fields above are visible to any thread that sees non-null.
+    detail::g_segment.store(base, std::memory_order_release);
+    return true;
+  } catch (const std::exception& e) {
+    disable(e.what());
+  } catch (...) {
+    disable("unknown error while attaching");
+  }
+  return false;
+}
+
+__attribute__((constructor)) void attach_from_environment() {
+  const char* name = std::getenv("SPANRING_SEGMENT");
+  if (name != nullptr && name[0] != '\0') attach_segment(name);
+}
+
+// Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees it.
+void release_ring(void* ring) noexcept {
+  ThreadState& t = t_state;
+  if (t.ring == ring) t.ring = nullptr;
+  // release: every record this thread published (head) happens-before the drainer's acquire
+  // of state == kRingReleased.
+  static_cast<RingHeader*>(ring)->state.store(kRingReleased, std::memory_order_release);
+}
+
+void copy_thread_name(char* out) noexcept {
+  char name[17] = {};
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+  std::memcpy(out, name, 16);
+}
+
+// A thread's first record: take a free ring from the table. Lock-free (one CAS per candidate);
+// may syscall (gettid, prctl, madvise). Async-signal-safe.
+bool claim_ring(ThreadState& t) noexcept {
+  const ProcessState& p = g_process;
+  const uint32_t tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  for (uint32_t i = 0; i < p.ring_count; ++i) {
+    // Start at a slot derived from the tid so that threads starting together rarely collide.
+    RingHeader& r = p.rings[(tid + i) % p.ring_count];
+    uint32_t expected = kRingFree;
+    // relaxed pre-check avoids dirtying the cache line of rings in use.
+    if (r.state.load(std::memory_order_relaxed) != kRingFree) continue;
+    // acquire: pairs with the drainer's release of kRingFree, after which it no longer reads
+    // this ring and has stored tail == head.
+    if (!r.state.compare_exchange_strong(expected, kRingClaiming, std::memory_order_acquire,
+                                         std::memory_order_relaxed))
+      continue;
+    r.owner_pid = p.pid;
+    r.owner_tid = tid;
+    r.generation += 1;
+    r.owner_start_time = p.start_time;
+    r.anchor_mono_ns = p.anchor_mono_ns;
+    r.anchor_wall_ns = p.anchor_wall_ns;
+    copy_thread_name(r.thread_name);
+    // relaxed: both written before the drainer's kRingFree release, which our CAS acquired.
+    t.head = r.head.load(std::memory_order_relaxed);
+    t.tail_cached = r.tail.load(std::memory_order_relaxed);
+    r.drops.store(0, std::memory_order_relaxed);
+    t.drops = 0;
+    t.seq = 0;
+    t.mask = p.ring_capacity - 1;
+    t.slots = p.slots + uint64_t{static_cast<uint32_t>(&r - p.rings)} * p.ring_capacity * kSlotBytes;
+    // Map this ring's pages into our page tables now: a first store to a shared page costs
+    // microseconds, which no later record should pay. Failure only costs that time.
+    madvise(t.slots, uint64_t{p.ring_capacity} * kSlotBytes, MADV_POPULATE_WRITE);
+    // release: the owner fields above are visible to the drainer's acquire of kRingActive.
+    r.state.store(kRingActive, std::memory_order_release);
+    t.ring = &r;
+    if (p.key_ok) pthread_setspecific(p.release_key, &r);
+    return true;
+  }
+  return false;
+}
+
+// Copies `len` payload bytes to stream position `pos` of the record whose first slot is `first`
+// (positions 0..11 are the first slot's payload, then 64 bytes per following slot, wrapping).
+void put_payload(const ThreadState& t, uint64_t first, uint32_t pos, const char* src,
+                 uint32_t len) noexcept {
+  while (len > 0) {
+    std::byte* dst;
+    uint32_t room;
+    if (pos < kInlinePayloadBytes) {
+      auto* hdr = reinterpret_cast<RecordHeader*>(t.slots + (first & t.mask) * kSlotBytes);
+      dst = reinterpret_cast<std::byte*>(hdr->payload) + pos;
+      room = kInlinePayloadBytes - pos;
+    } else {
+      const uint32_t q = pos - kInlinePayloadBytes;
+      dst = t.slots + ((first + 1 + q / kSlotBytes) & t.mask) * kSlotBytes + q % kSlotBytes;
+      room = kSlotBytes - q % kSlotBytes;
+    }
+    const uint32_t n = len < room ? len : room;
+    std::memcpy(dst, src, n);
+    src += n;
+    pos += n;
+    len -= n;
+  }
+}
+
+void count_drop(ThreadState& t) noexcept {
+  t.seq += 1;  // the dropped record's sequence number is never published: a gap
+  t.drops += 1;
+  // release: the drainer pairs its acquire of drops with its acquire of head to attribute the
+  // gap; only the owner writes drops, so a store of the private copy suffices.
+  t.ring->drops.store(t.drops, std::memory_order_release);
+}
+
+// Writes one record into the calling thread's ring. name_len/attrs_len are already bounded to
+// kNameRawMax/kAttrsRawMax. Returns false when the record was dropped.
+bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                  uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
+                  uint16_t flags) noexcept {
+  ThreadState& t = t_state;
+  if (t.busy) {
+    // A signal handler interrupted this thread inside write_record: the ring is SPSC and the
+    // interrupted writer owns the slots, so this record is dropped and counted by the
+    // interrupted writer when it finishes.
+    t.reentrant_drops.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  t.busy = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
+  bool stored = false;
+  if (t.ring == nullptr) {
+    if (t.no_ring_wait > 0 || !claim_ring(t)) {
+      if (t.no_ring_wait == 0) t.no_ring_wait = kNoRingRetry;
+      --t.no_ring_wait;
+      // relaxed: a report counter with no ordering to other data.
+      g_process.header->no_ring_drops.fetch_add(1, std::memory_order_relaxed);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      t.busy = 0;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
+        g_process.header->no_ring_drops.fetch_add(
+            t.reentrant_drops.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+      return false;
+    }
+  }
+  const uint32_t payload = name_len + attrs_len;
+  const uint32_t need = record_slots(payload);
+  const uint64_t cap = t.mask + 1;
+  if (t.head + need - t.tail_cached > cap) {
+    // acquire: pairs with the drainer's release of tail, made after it finished reading the
+    // slots below tail, so our writes to them cannot race its reads.
+    t.tail_cached = t.ring->tail.load(std::memory_order_acquire);
+  }
+  if (t.head + need - t.tail_cached > cap) {
+    count_drop(t);
+  } else {
+    auto* rec = reinterpret_cast<RecordHeader*>(t.slots + (t.head & t.mask) * kSlotBytes);
+    rec->seq = t.seq;
+    rec->ts_ns = ts;
+    rec->dur_ns = dur;
+    rec->inv = inv;
+    rec->hid = hid;
+    rec->depth = depth;
+    rec->name_len = static_cast<uint16_t>(name_len);
+    rec->attrs_len = static_cast<uint16_t>(attrs_len);
+    rec->slots = static_cast<uint16_t>(need);
+    rec->flags = flags;
+    put_payload(t, t.head, 0, name, name_len);
+    put_payload(t, t.head, name_len, attrs, attrs_len);
+    t.head += need;
+    t.seq += 1;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    t.ring->head.store(t.head, std::memory_order_release);
+    stored = true;
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t.busy = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
+  if (t.reentrant_drops.load(std::memory_order_relaxed) != 0) {
+    const uint32_t n = t.reentrant_drops.exchange(0, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i) count_drop(t);
+  }
+  return stored;
+}
+
+uint32_t bounded_len(const char* s, uint32_t max) noexcept {
+  return s == nullptr ? 0 : static_cast<uint32_t>(strnlen(s, max));
+}
+
+bool emit_checked(const char* name, uint64_t inv, uint64_t hid, int64_t depth, int64_t ts,
+                  int64_t dur, const char* attrs, uint32_t attrs_len) noexcept {
+  const uint32_t name_len = bounded_len(name, kNameRawMax);
+  if (name_len == 0 || ts < 0 || dur < 0 || depth < 0) {
+    // A [STRACE] consumer silently drops empty names and negative numbers: publish a drop
+    // marker instead, so the loss is reported with its reason.
+    write_record(nullptr, 0, nullptr, 0, 0, 0, inv, hid, 0, kRecordInvalid);
+    return false;
+  }
+  return write_record(name, name_len, attrs, attrs_len, static_cast<uint64_t>(ts),
+                      static_cast<uint64_t>(dur), inv, hid, static_cast<uint32_t>(depth), 0);
+}
+
+// Formats v in decimal at out (room for 20 digits); returns the digit count. No snprintf: this
+// runs on the producer's hot path.
+uint32_t format_u64(uint64_t v, char* out) noexcept {
+  char tmp[20];
+  uint32_t n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (uint32_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+}  // namespace
+
+int64_t now_ns() noexcept { return clock_ns(CLOCK_MONOTONIC); }
+
+bool attach(const char* segment_name) noexcept {
+  if (segment_name == nullptr || segment_name[0] == '\0') return false;
+  return attach_segment(segment_name);
+}
+
+bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
+                 int64_t dur_ns, const char* attrs) noexcept {
+  if (!enabled()) return false;
+  return emit_checked(name, inv, hid, depth, ts_ns, dur_ns, attrs,
+                      bounded_len(attrs, kAttrsRawMax));
+}
+
+bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
+  if (!enabled()) return false;
+  const ThreadState& t = t_state;
+  return emit_checked(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs,
+                      bounded_len(attrs, kAttrsRawMax));
+}
+
+Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
+  ThreadState& t = t_state;
+  saved_inv_ = t.inv;
+  saved_hid_ = t.hid;
+  t.inv = inv;
+  t.hid = hid;
+}
+
+Invocation::~Invocation() {
+  ThreadState& t = t_state;
+  t.inv = saved_inv_;
+  t.hid = saved_hid_;
+}
+
+void Span::begin(const char* name) noexcept {
+  ThreadState& t = t_state;
+  name_ = name != nullptr ? name : "";  // an empty name is reported as an invalid record
+  depth_ = t.depth++;
+  inv_ = t.inv;
+  hid_ = t.hid;
+  attrs_len_ = 0;
+  ts_ns_ = now_ns();
+}
+
+void Span::end() noexcept {
+  const int64_t end_ns = now_ns();
+  ThreadState& t = t_state;
+  t.depth -= 1;
+  emit_checked(name_, inv_, hid_, depth_, ts_ns_, end_ns - ts_ns_, attrs_, attrs_len_);
+}
+
+void Span::append(std::string_view text) noexcept {
+  // Keep at most kAttrsRawMax raw bytes: one byte past the encoded cap tells the drainer the
+  // attributes went on, so it cuts them with `~` exactly as the [STRACE] spec says.
+  const size_t room = kAttrsRawMax - attrs_len_;
+  const size_t n = text.size() < room ? text.size() : room;
+  std::memcpy(attrs_ + attrs_len_, text.data(), n);
+  attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
+}
+
+Span& Span::attr(std::string_view key, uint64_t value) noexcept {
+  if (name_ == nullptr) return *this;
+  char buf[22];
+  if (attrs_len_ != 0) append(" ");
+  append(key);
+  buf[0] = '=';
+  append({buf, 1 + format_u64(value, buf + 1)});
+  return *this;
+}
+
+Span& Span::attr(std::string_view key, int64_t value) noexcept {
+  if (name_ == nullptr) return *this;
+  char buf[23];
+  uint32_t n = 0;
+  buf[n++] = '=';
+  uint64_t mag = static_cast<uint64_t>(value);
+  if (value < 0) {
+    buf[n++] = '-';
+    mag = 0 - mag;  // well-defined for INT64_MIN
+  }
+  n += format_u64(mag, buf + n);
+  if (attrs_len_ != 0) append(" ");
+  append(key);
+  append({buf, n});
+  return *this;
+}
+
+Span& Span::attr(std::string_view key, std::string_view value) noexcept {
+  if (name_ == nullptr) return *this;
+  if (attrs_len_ != 0) append(" ");
+  append(key);
+  append("=");
+  append(value);
+  return *this;
+}
+
+}  // namespace spanring
+
+// ---- C ABI (include/spanring/spanring.h) ----
+
+extern "C" void spanring_emit(const spanring_span* span) {
+  if (span == nullptr || !spanring::enabled()) return;
+  spanring::emit_record(span->name, span->invocation_id, span->callable_hash, span->depth,
+                        span->timestamp_ns, span->duration_ns, span->attributes);
+}
+
+extern "C" int spanring_enabled(void) { return spanring::enabled() ? 1 : 0; }
+
+extern "C" int64_t spanring_now_ns(void) { return spanring::now_ns(); }
