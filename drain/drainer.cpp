@@ -2,8 +2,15 @@
 
 #include "strace_format.h"
 
+#include <spanring/encode.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <thread>
+#include <cstring>
+#include <fstream>
 #include <unordered_map>
 
 namespace spanring {
@@ -16,11 +23,106 @@ constexpr size_t kBufferBytes = 1u << 20;
 constexpr size_t kMaxBuffers = 64;
 // Room one record may need: a drops line, an anchor line and the span line.
 constexpr size_t kRecordRoom = 3 * kMaxLineBytes;
+// Owner checks (every ~100 ms) a ring may stay mid-claim before its claimer is presumed dead:
+// a claim takes microseconds, so only a process killed inside it stays there this long.
+constexpr uint32_t kClaimStuckChecks = 50;
+
+JournalEntry* journal(const Segment& s) {
+  return reinterpret_cast<JournalEntry*>(s.base() + s.header().journal_offset);
+}
+
+// Applies one journal entry to its ring's drainer line (idempotent).
+void apply_entry(const Segment& s, const JournalEntry& e) {
+  if (e.ring >= s.ring_count()) return;
+  RingHeader& r = s.ring(e.ring);
+  r.next_seq = e.next_seq;
+  r.drops_reported = e.drops_reported;
+  r.drained_generation = e.generation;
+  // release: our reads of the slots below this tail happen-before the producer's acquire of
+  // tail, after which it may overwrite them.
+  r.tail.store(e.tail, std::memory_order_release);
+  if (e.free_after != 0 && r.generation == e.generation) {
+    // release: the drainer line above happens-before the next owner's CAS (acquire).
+    r.state.store(kRingFree, std::memory_order_release);
+  }
+}
 
 }  // namespace
 
-Drainer::Drainer(const Segment& segment, UringWriter& writer)
-    : segment_(segment), writer_(writer), rings_(segment.ring_count()) {}
+// ---- DrainerLock ---------------------------------------------------------------------------
+
+DrainerLock::DrainerLock(const Segment& segment)
+    : segment_(segment), pid_(static_cast<uint32_t>(::getpid())) {
+  SegmentHeader& h = segment.header();
+  for (;;) {
+    // acquire: pairs with a previous drainer's release when it let go of the segment.
+    uint32_t holder = h.drainer_pid.load(std::memory_order_acquire);
+    if (holder != 0 && holder != pid_) {
+      const uint64_t start = process_start_time(holder);
+      if (start != 0 && start == h.drainer_start_time)
+        throw Error("segment '" + segment.name() + "' is being drained by pid " +
+                        std::to_string(holder) + "; one drainer per segment",
+                    EBUSY, segment.name());
+      // The holder is dead (or its pid was reused): take over from it.
+    }
+    if (h.drainer_pid.compare_exchange_strong(holder, pid_, std::memory_order_acq_rel,
+                                              std::memory_order_acquire))
+      break;
+  }
+  h.drainer_start_time = process_start_time(pid_);
+}
+
+DrainerLock::~DrainerLock() {
+  uint32_t me = pid_;
+  // release: everything we committed happens-before the next drainer's acquire.
+  segment_.header().drainer_pid.compare_exchange_strong(me, 0, std::memory_order_release,
+                                                        std::memory_order_relaxed);
+}
+
+uint64_t recover(const Segment& segment, const std::string& out_path) {
+  SegmentHeader& h = segment.header();
+  const uint64_t jseq = h.journal_seq.load(std::memory_order_acquire);
+  if (jseq % 2 == 1) {
+    // A drainer died between writing a journal and finishing its commit: the bytes are in the
+    // file (the journal is written only after the write completed), so finish the commit.
+    const uint32_t n = h.journal_count <= segment.ring_count() ? h.journal_count : 0;
+    const JournalEntry* j = journal(segment);
+    for (uint32_t i = 0; i < n; ++i) apply_entry(segment, j[i]);
+    h.commit_offset.store(h.journal_end, std::memory_order_relaxed);
+    h.journal_seq.store(jseq + 1, std::memory_order_release);
+  }
+  struct stat st {};
+  if (::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && h.output_ino != 0 &&
+      st.st_dev == h.output_dev && st.st_ino == h.output_ino)
+    return h.commit_offset.load(std::memory_order_relaxed);
+  return 0;
+}
+
+// ---- Drainer -------------------------------------------------------------------------------
+
+Drainer::Drainer(const Segment& segment, UringWriter& writer, const std::string& kept_path,
+                 uint64_t kept_bytes)
+    : segment_(segment), writer_(writer), rings_(segment.ring_count()) {
+  SegmentHeader& h = segment.header();
+  // This file is now the segment's output; a new file starts with nothing committed.
+  h.output_dev = writer.dev();
+  h.output_ino = writer.ino();
+  h.commit_offset.store(kept_bytes, std::memory_order_relaxed);
+  no_ring_reported_ = h.no_ring_reported;
+  vfork_reported_ = h.vfork_reported;
+  if (kept_bytes != 0 && !kept_path.empty()) {
+    // The kept prefix already holds anchors for some pids: one anchor per pid per file.
+    std::ifstream in(kept_path, std::ios::binary);
+    std::string line;
+    uint64_t offset = 0;
+    while (offset < kept_bytes && std::getline(in, line)) {
+      offset += line.size() + 1;
+      const size_t at = line.find("[CLOCK_ANCHOR] v=1 pid=");
+      if (at != std::string::npos)
+        anchored_pids_.insert(static_cast<uint32_t>(std::strtoul(line.c_str() + at + 23, nullptr, 10)));
+    }
+  }
+}
 
 Drainer::~Drainer() = default;
 
@@ -32,8 +134,11 @@ Buffer* Drainer::take_buffer() {
       b->len = 0;
       b->records = 0;
       b->tails.clear();
+      b->no_ring_reported = 0;
+      b->vfork_reported = 0;
       b->failed = false;
       b->sync = false;
+      b->file_end = 0;
       return b;
     }
     if (buffers_.size() < kMaxBuffers) {
@@ -54,18 +159,23 @@ char* Drainer::reserve(size_t bytes) {
   return current_->data.get() + current_->len;
 }
 
+void Drainer::mark_dirty(uint32_t index, RingState& rs) {
+  if (rs.dirty) return;
+  rs.dirty = true;
+  dirty_.push_back(index);
+}
+
 void Drainer::submit_current() {
   if (current_ == nullptr) return;
   for (uint32_t i : dirty_) {
     RingState& rs = rings_[i];
     rs.dirty = false;
-    const bool last = rs.gone && rs.freeing;
-    current_->tails.push_back(TailUpdate{i, rs.generation, rs.read, last});
+    current_->tails.push_back(TailUpdate{i, rs.generation, rs.read, rs.next_seq,
+                                         rs.drops_reported, rs.gone && rs.freeing});
   }
   dirty_.clear();
   Buffer* b = current_;
   current_ = nullptr;
-  ++in_flight_;
   writer_.submit(b);
 }
 
@@ -75,31 +185,42 @@ void Drainer::flush_partial() {
 }
 
 void Drainer::apply(Buffer* b) {
-  --in_flight_;
   if (b->failed) {
     // The records are not in the file: they were counted as written when formatted.
     stats_.written -= b->records;
     stats_.unwritten += b->records;
-    stats_.dropped += b->records;
   }
-  for (const TailUpdate& t : b->tails) {
-    RingState& rs = rings_[t.ring];
-    if (!rs.owned || rs.generation != t.generation) continue;
-    RingHeader& r = segment_.ring(t.ring);
-    // release: our reads of the slots below this tail happen-before the producer's acquire
-    // of tail, after which it may overwrite them.
-    r.tail.store(t.tail, std::memory_order_release);
-    if (t.free_after) {
-      rs = RingState{};
-      // release: the tail store above and our last reads happen-before the next owner's CAS
-      // (acquire) of kRingFree.
-      r.state.store(kRingFree, std::memory_order_release);
+  if (!b->sync) {
+    // Commit: journal the drainer lines this buffer brings, mark the journal pending, apply
+    // it, record the new file end, mark it done. A crash anywhere in here is finished by
+    // recover(); before the journal is pending, the file is cut back to the old commit.
+    SegmentHeader& h = segment_.header();
+    JournalEntry* j = journal(segment_);
+    uint32_t n = 0;
+    for (const TailUpdate& t : b->tails) {
+      const RingState& rs = rings_[t.ring];
+      if (!rs.owned || rs.generation != t.generation) continue;
+      j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
+                            t.free_after ? 1u : 0u, 0};
     }
+    h.journal_count = n;
+    h.journal_end = b->file_end;
+    const uint64_t seq = h.journal_seq.load(std::memory_order_relaxed);
+    // release: the entries above are complete before a restarted drainer sees the odd seq.
+    h.journal_seq.store(seq + 1, std::memory_order_release);
+    for (uint32_t i = 0; i < n; ++i) {
+      apply_entry(segment_, j[i]);
+      if (j[i].free_after != 0) rings_[j[i].ring] = RingState{};
+    }
+    if (b->no_ring_reported != 0) h.no_ring_reported = b->no_ring_reported;
+    if (b->vfork_reported != 0) h.vfork_reported = b->vfork_reported;
+    h.commit_offset.store(b->file_end, std::memory_order_relaxed);
+    h.journal_seq.store(seq + 2, std::memory_order_release);
+    free_.push_back(b);
   }
-  if (!b->sync) free_.push_back(b);
 }
 
-void Drainer::drops_line(RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
+void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                          const char* reason) {
   char* p = reserve(kMaxLineBytes);
   commit(format_drops(p, rs.pid, rs.tid, dropped, first, last, reason));
@@ -117,8 +238,13 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
   rs.anchor_mono = r.anchor_mono_ns;
   rs.anchor_wall = r.anchor_wall_ns;
   // relaxed: tail is written only by drainers, and a previous drainer's stores were made
-  // before the producer's claim that we acquired through state.
+  // before its release of the drainer lock, which we acquired.
   rs.read = r.tail.load(std::memory_order_relaxed);
+  if (r.drained_generation == rs.generation) {
+    // A previous drainer already wrote part of this owner's records: resume its accounting.
+    rs.next_seq = r.next_seq;
+    rs.drops_reported = r.drops_reported;
+  }
   pids_.insert(rs.pid);
   threads_.insert((uint64_t{rs.pid} << 32) | rs.tid);
   stats_.processes = pids_.size();
@@ -131,34 +257,68 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
                rs.tid, why.c_str());
   rs.quarantined = true;
   ++stats_.corrupt_rings;
-  // The producer keeps writing into it (it never reads state); we never read it again.
+  // The producer keeps writing into it (it never reads state); nobody reads it again.
   r.state.store(kRingQuarantined, std::memory_order_relaxed);
-  // Whatever this owner published or drops from here on is lost with the ring.
+  // What this owner dropped and did not get reported is lost with the ring: count what we can
+  // (the published records past our read position are counted by the ring's drop line below
+  // only as far as the drop counter tells; the rest is unknowable in a corrupt ring).
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
-  const uint64_t lost = drops > rs.gap_drops ? drops - rs.gap_drops : 0;
+  const uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
   drops_line(rs, lost, rs.next_seq, rs.next_seq + (lost ? lost - 1 : 0), "corrupt");
-  if (!rs.dirty) {
-    rs.dirty = true;
-    dirty_.push_back(index);
+  rs.drops_reported += lost;
+  mark_dirty(index, rs);
+}
+
+void Drainer::report_unfinished(uint32_t index, RingState& rs) {
+  const RingHeader& r = segment_.ring(index);
+  const uint32_t depth = r.open_depth.load(std::memory_order_relaxed);
+  const uint32_t described = depth < kOpenSpanMax ? depth : kOpenSpanMax;
+  for (uint32_t d = 0; d < described; ++d) {
+    OpenSpan o;
+    std::memcpy(&o, &r.open[d], sizeof o);  // one read of shared memory, then checks
+    if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
+      break;  // published just before the kill: written, not unfinished
+    char name[kNameCap + 1];
+    size_t n = encode_name(o.name, o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes,
+                           name);
+    if (o.name_cut != 0 && n < kNameCap) name[n++] = '~';
+    if (n == 0) name[n++] = '?';
+    char* p = reserve(kMaxLineBytes);
+    char* const start = p;
+    p += std::snprintf(p, kMaxLineBytes,
+                       "[SPANRING_UNFINISHED] v=1 pid=%u tid=%u inv=%llu depth=%u name=%.*s "
+                       "ts=%llu reason=owner_died\n",
+                       rs.pid, rs.tid, static_cast<unsigned long long>(o.inv), d,
+                       static_cast<int>(n), name, static_cast<unsigned long long>(o.ts_ns));
+    commit(static_cast<size_t>(p - start));
+    ++stats_.unfinished;
+  }
+  if (depth > described && depth <= (1u << 20)) {
+    char* p = reserve(kMaxLineBytes);
+    char* const start = p;
+    p += std::snprintf(p, kMaxLineBytes,
+                       "[SPANRING_UNFINISHED] v=1 pid=%u tid=%u undescribed=%u "
+                       "reason=owner_died_deeper_than_%u\n",
+                       rs.pid, rs.tid, depth - described, kOpenSpanMax);
+    commit(static_cast<size_t>(p - start));
+    stats_.unfinished += depth - described;
   }
 }
 
 void Drainer::finish_owner(uint32_t index, RingState& rs) {
   // The owner is gone and everything it published is read: report drops after its last
-  // record, then free the ring once this buffer is in the file.
+  // record and the spans it left open, then free the ring once this buffer is committed.
   const RingHeader& r = segment_.ring(index);
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
-  if (drops > rs.gap_drops) {
-    const uint64_t n = drops - rs.gap_drops;
+  if (drops > rs.drops_reported) {
+    const uint64_t n = drops - rs.drops_reported;
     drops_line(rs, n, rs.next_seq, rs.next_seq + n - 1, "ring_full");
     rs.next_seq += n;
-    rs.gap_drops = drops;
+    rs.drops_reported = drops;
   }
+  if (rs.died) report_unfinished(index, rs);
   rs.freeing = true;
-  if (!rs.dirty) {
-    rs.dirty = true;
-    dirty_.push_back(index);
-  }
+  mark_dirty(index, rs);
 }
 
 void Drainer::drain_ring(uint32_t index, bool final_pass) {
@@ -171,13 +331,16 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   if (state == kRingActive || state == kRingReleased) {
     if (!rs.owned || r.generation != rs.generation) adopt_owner(index, rs);
     if (state == kRingReleased) rs.gone = true;
-  } else if (state == kRingClaiming && final_pass && rs.owned) {
-    // A claim in progress by a process that died: nothing more will be published.
-    rs.gone = true;
+  } else if (state == kRingFree || state == kRingClaiming || state == kRingQuarantined) {
+    return;
   } else {
+    if (rs.owned) quarantine(index, rs, "unknown ring state " + std::to_string(state));
     return;
   }
-  if (final_pass) rs.gone = true;  // the caller says every owner has exited
+  if (final_pass && !rs.gone) {
+    rs.gone = true;  // the caller says every producer process has exited
+    rs.died = true;
+  }
 
   const RingView view{segment_.ring_slots(index), segment_.ring_capacity()};
   // acquire: pairs with the producer's release of head; every slot below it is complete.
@@ -202,7 +365,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       const uint64_t n = h.seq - rs.next_seq;
       p += format_drops(p, rs.pid, rs.tid, n, rs.next_seq, h.seq - 1, "ring_full");
       stats_.dropped += n;
-      rs.gap_drops += n;
+      rs.drops_reported += n;
     }
     if (h.flags & kRecordInvalid) {
       p += format_drops(p, rs.pid, rs.tid, 1, h.seq, h.seq, "invalid");
@@ -214,7 +377,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         // anchor back to it, keeping the (mono, wall) pair's offset.
         uint64_t mono = rs.anchor_mono;
         uint64_t wall = rs.anchor_wall;
-        if (h.ts_ns < mono && !is_device_span(rec)) {
+        if (h.ts_ns < mono && !is_device_span(rec) && mono - h.ts_ns <= wall) {
           wall -= mono - h.ts_ns;
           mono = h.ts_ns;
         }
@@ -223,14 +386,14 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       p += format_span(p, rs.pid, rs.tid, rec);
       ++current_->records;
       ++stats_.written;
+      rs.last_ts = h.ts_ns;
+      rs.last_depth = h.depth;
+      rs.has_last = true;
     }
     commit(static_cast<size_t>(p - start));
     rs.next_seq = h.seq + 1;
     rs.read += h.slots;
-    if (!rs.dirty) {
-      rs.dirty = true;
-      dirty_.push_back(index);
-    }
+    mark_dirty(index, rs);
   }
   if (rs.gone) finish_owner(index, rs);
 }
@@ -242,40 +405,70 @@ uint64_t Drainer::poll() {
   return stats_.written + stats_.dropped - before;
 }
 
+void Drainer::report_segment_drops() {
+  const SegmentHeader& h = segment_.header();
+  const RingState none{};  // pid=0 tid=0: not attributable to a ring
+  const uint64_t no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
+  if (no_ring > no_ring_reported_) {
+    drops_line(none, no_ring - no_ring_reported_, 0, 0, "no_ring");
+    no_ring_reported_ = no_ring;
+    current_->no_ring_reported = no_ring;
+  }
+  const uint64_t vfork = h.vfork_drops.load(std::memory_order_relaxed);
+  if (vfork > vfork_reported_) {
+    drops_line(none, vfork - vfork_reported_, 0, 0, "vfork");
+    vfork_reported_ = vfork;
+    current_->vfork_reported = vfork;
+  }
+}
+
 void Drainer::check_owners() {
   std::unordered_map<uint32_t, uint64_t> start_times;  // one /proc read per pid per check
   for (uint32_t i = 0; i < rings_.size(); ++i) {
     RingState& rs = rings_[i];
+    RingHeader& r = segment_.ring(i);
+    if (!rs.owned && r.state.load(std::memory_order_acquire) == kRingClaiming) {
+      // A claimer killed between its CAS and kRingActive leaves the ring mid-claim forever.
+      if (++rs.claiming_seen >= kClaimStuckChecks) {
+        const uint64_t st = process_start_time(r.owner_pid);
+        if (st == 0 || st != r.owner_start_time) {
+          uint32_t expected = kRingClaiming;
+          r.state.compare_exchange_strong(expected, kRingFree, std::memory_order_acq_rel);
+          rs.claiming_seen = 0;
+        }
+      }
+      continue;
+    }
+    rs.claiming_seen = 0;
     if (!rs.owned || rs.gone || rs.quarantined) continue;
     auto it = start_times.find(rs.pid);
     if (it == start_times.end()) it = start_times.emplace(rs.pid, process_start_time(rs.pid)).first;
     // A pid that no longer exists, or exists with another start time, is a dead owner.
-    if (it->second != rs.start_time) rs.gone = true;
+    if (it->second != rs.start_time) {
+      rs.gone = true;
+      rs.died = true;
+    }
   }
+  reserve(2 * kMaxLineBytes);
+  report_segment_drops();
 }
 
 bool Drainer::finish(bool owners_gone) {
   while (Buffer* b = writer_.take_done(0)) apply(b);
+  if (!owners_gone) check_owners();
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
-  const uint64_t no_ring =
-      segment_.header().no_ring_drops.load(std::memory_order_relaxed);
-  if (no_ring > no_ring_reported_) {
-    RingState none{};
-    drops_line(none, no_ring - no_ring_reported_, 0, 0, "no_ring");
-    no_ring_reported_ = no_ring;
-  }
+  reserve(2 * kMaxLineBytes);
+  report_segment_drops();
   submit_current();
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
-  auto marker = std::make_unique<Buffer>();
-  marker->sync = true;
-  ++in_flight_;
-  writer_.submit(marker.get());
-  bool synced = false;
-  while (!synced) {
+  Buffer marker;
+  marker.sync = true;
+  writer_.submit(&marker);
+  for (;;) {
     Buffer* b = writer_.take_done(100000);
     if (b == nullptr) continue;
     apply(b);
-    synced = b == marker.get();
+    if (b == &marker) break;
   }
   return !writer_.had_error();
 }

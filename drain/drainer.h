@@ -1,13 +1,18 @@
 // The drainer's consumer loop over one segment: reads every ring's published records in
 // batches, formats them as [STRACE] text, hands full buffers to the UringWriter, and advances a
-// ring's tail only when the buffer holding its records is back from the file.
+// ring's tail only when the buffer holding its records is in the file.
 //
 // Accounting, per ring owner (one thread of one process): every record sequence number is
 // either written as a [STRACE] line, or reported on a [SPANRING_DROPS] line with its reason:
 // `ring_full` (a gap in the sequence, or drops counted after the last record), `invalid` (the
-// producer refused the record's content), `unwritten` (the output write failed), `corrupt`
-// (the ring failed validation and was quarantined). Records dropped because no ring was free
-// are counted segment-wide (`no_ring`).
+// producer refused the record's content), `corrupt` (the ring failed validation and was
+// quarantined). Segment-wide counts: `no_ring` (every ring was taken) and `vfork` (a vfork child
+// emitted before exec). Records whose write to the file failed are counted as unwritten.
+// Spans open when their owner died are listed on [SPANRING_UNFINISHED] lines, not counted.
+//
+// Exactly once across a drainer crash: each written buffer is committed through the segment's
+// journal (segment_layout.h); a restarted drainer replays a pending journal, cuts the file back
+// to the commit offset and resumes every ring from its committed tail.
 //
 // Drain thread only (not thread-safe); the UringWriter's thread is the only other thread.
 #pragma once
@@ -25,35 +30,58 @@
 namespace spanring {
 
 struct DrainStats {
-  uint64_t written = 0;    // [STRACE] records in the file
-  uint64_t dropped = 0;    // records reported on [SPANRING_DROPS] lines (all reasons)
-  uint64_t unwritten = 0;  // of `dropped`: formatted, but the write to the file failed
-  uint64_t unfinished = 0; // spans open when their process died (reported, not counted)
+  uint64_t written = 0;     // [STRACE] records in the file (this drainer)
+  uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
+  uint64_t unwritten = 0;   // formatted, but the write to the file failed
+  uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
-  uint64_t processes = 0;  // distinct pids that had a ring
-  uint64_t threads = 0;    // distinct (pid, tid) ring owners
+  uint64_t processes = 0;   // distinct pids that had a ring
+  uint64_t threads = 0;     // distinct (pid, tid) ring owners
 };
+
+// One drainer per segment: taken in the segment header with a CAS, released by the destructor.
+// A drainer that died (pid + start time) is replaced. Throws Error (EBUSY) naming the live
+// drainer's pid when another drainer holds the segment.
+class DrainerLock {
+ public:
+  explicit DrainerLock(const Segment& segment);
+  ~DrainerLock();
+  DrainerLock(const DrainerLock&) = delete;
+  DrainerLock& operator=(const DrainerLock&) = delete;
+
+ private:
+  const Segment& segment_;
+  uint32_t pid_;
+};
+
+// Finishes a commit a killed drainer left half done (re-applies its journal) and returns how
+// many bytes of `out_path` hold committed output to keep: the commit offset when `out_path` is
+// the file the segment was drained into (same device and inode), else 0 (a new file).
+// Call with the DrainerLock held, before opening the UringWriter.
+uint64_t recover(const Segment& segment, const std::string& out_path);
 
 class Drainer {
  public:
-  // `segment` and `writer` must outlive the Drainer.
-  Drainer(const Segment& segment, UringWriter& writer);
+  // `segment` and `writer` must outlive the Drainer. `kept_path`, `kept_bytes`: the output file
+  // and the committed prefix the writer kept (from recover()); its anchors are not repeated.
+  Drainer(const Segment& segment, UringWriter& writer, const std::string& kept_path = {},
+          uint64_t kept_bytes = 0);
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
 
-  // One pass over every ring: reads what is published, applies finished writes. Returns the
+  // One pass over every ring: reads what is published, commits finished writes. Returns the
   // number of records read (0 = idle).
   uint64_t poll();
   // Detects owners that died without releasing their ring (pid plus process start time, since
-  // pids are reused) and schedules their rings to be drained and freed. Costs a /proc read per
-  // live owner process: call it every ~100 ms, not on every poll.
+  // pids are reused) and schedules their rings to be drained, reported and freed; reports new
+  // segment-wide drops. Costs a /proc read per owner process: call every ~100 ms.
   void check_owners();
   // Hands the partly filled buffer to the writer (call when idle, so the file does not lag).
   void flush_partial();
   // Final drain: `owners_gone` = every producer process has exited (then every ring is drained
-  // to its head, its trailing drops reported and freed). Writes the segment-wide no_ring count,
-  // waits for every buffer to be written, fsyncs. Returns false when a write or fsync failed.
+  // to its head, its trailing drops and open spans reported, and freed). Waits for every buffer
+  // to be written and committed, fsyncs. Returns false when a write or fsync failed.
   bool finish(bool owners_gone);
 
   const DrainStats& stats() const noexcept { return stats_; }
@@ -62,6 +90,7 @@ class Drainer {
   struct RingState {
     bool owned = false;       // we follow an owner of this ring
     bool gone = false;        // that owner released the ring or died
+    bool died = false;        // ... without releasing it (its open spans are unfinished)
     bool freeing = false;     // its last tail is on its way to the file; then the ring is freed
     bool quarantined = false;
     bool dirty = false;       // records or reports of it are in the current buffer
@@ -73,19 +102,26 @@ class Drainer {
     uint64_t anchor_wall = 0;
     uint64_t read = 0;        // next slot to read (>= the shared tail)
     uint64_t next_seq = 0;    // next expected record sequence number
-    uint64_t gap_drops = 0;   // drops of this owner already reported
+    uint64_t drops_reported = 0;  // drops of this owner already reported
+    uint64_t last_ts = 0;     // the last record read: its ts and depth, to tell an open-span
+    uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
+    bool has_last = false;
+    uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
   };
 
   void drain_ring(uint32_t index, bool final_pass);
   void adopt_owner(uint32_t index, RingState& rs);
   void finish_owner(uint32_t index, RingState& rs);
+  void report_unfinished(uint32_t index, RingState& rs);
+  void report_segment_drops();
   void quarantine(uint32_t index, RingState& rs, const std::string& why);
+  void mark_dirty(uint32_t index, RingState& rs);
   char* reserve(size_t bytes);  // room in the current buffer, submitting it when full
   void commit(size_t bytes) noexcept { current_->len += bytes; }
   void submit_current();
   void apply(Buffer* b);
   Buffer* take_buffer();
-  void drops_line(RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
+  void drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                   const char* reason);
 
   const Segment& segment_;
@@ -95,11 +131,11 @@ class Drainer {
   std::vector<std::unique_ptr<Buffer>> buffers_;  // every buffer we own
   std::vector<Buffer*> free_;
   Buffer* current_ = nullptr;
-  uint64_t in_flight_ = 0;
   std::unordered_set<uint32_t> anchored_pids_;
   std::unordered_set<uint32_t> pids_;
   std::unordered_set<uint64_t> threads_;
-  uint64_t no_ring_reported_ = 0;
+  uint64_t no_ring_reported_ = 0;  // as written into buffers (the header has the committed)
+  uint64_t vfork_reported_ = 0;
   DrainStats stats_;
 };
 

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@ extern char** environ;
 namespace {
 
 using spanring::Drainer;
+using spanring::DrainerLock;
 using spanring::Segment;
 using spanring::SegmentOptions;
 using spanring::UringWriter;
@@ -73,22 +75,24 @@ std::string unique_segment_name() {
   return buf;
 }
 
-// Drains until done() says stop; checks dead owners every 100 ms.
+// Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
+// owner died must be freed even while other rings keep the drainer busy).
 template <class Done>
 void drain_loop(Drainer& drainer, Done&& done) {
   Backoff backoff;
   auto next_check = std::chrono::steady_clock::now();
   while (!done()) {
-    if (drainer.poll() != 0) {
-      backoff.reset();
-      continue;
-    }
-    drainer.flush_partial();
+    const bool busy = drainer.poll() != 0;
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
       drainer.check_owners();
       next_check = now + std::chrono::milliseconds(100);
     }
+    if (busy) {
+      backoff.reset();
+      continue;
+    }
+    drainer.flush_partial();
     backoff.idle();
   }
 }
@@ -121,6 +125,11 @@ int cmd_run(const std::string& out_path, const SegmentOptions& opts,
   UringWriter writer(out_path, 8);
   const std::string name = unique_segment_name();
   Segment segment = Segment::create(name, opts);
+  DrainerLock lock(segment);
+  std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
+               "with: spanring drain --segment %s -o %s\n",
+               name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
+               absolute(out_path).c_str());
 
   // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
   // every process that may still write into the segment.
@@ -179,13 +188,76 @@ int cmd_run(const std::string& out_path, const SegmentOptions& opts,
 
 int cmd_drain(const std::string& segment_name, const std::string& out_path) {
   Segment segment = Segment::open(segment_name);
-  UringWriter writer(out_path, 8);
+  DrainerLock lock(segment);
+  // A drainer killed before us may have left a commit half done and a tail of uncommitted
+  // bytes in the file: finish the commit and keep only the committed bytes.
+  const uint64_t keep = spanring::recover(segment, out_path);
+  UringWriter writer(out_path, 8, keep);
+  if (keep != 0)
+    std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
+                 absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
   install_stop_handlers();
-  Drainer drainer(segment, writer);
+  Drainer drainer(segment, writer, out_path, keep);
   drain_loop(drainer, [] { return g_stop_signal != 0; });
   const bool ok = drainer.finish(false);
   print_summary(drainer, absolute(out_path), ok);
   return ok ? 0 : 1;
+}
+
+// Why a segment is still in use ("" when every process that could use it is dead).
+std::string live_user(const Segment& seg) {
+  auto alive = [](uint32_t pid, uint64_t start) {
+    return pid != 0 && start != 0 && spanring::process_start_time(pid) == start;
+  };
+  const auto& h = seg.header();
+  if (alive(h.creator_pid, h.creator_start_time))
+    return "its creator pid " + std::to_string(h.creator_pid) + " is alive";
+  const uint32_t drainer = h.drainer_pid.load(std::memory_order_acquire);
+  if (alive(drainer, h.drainer_start_time))
+    return "its drainer pid " + std::to_string(drainer) + " is alive";
+  for (uint32_t i = 0; i < seg.ring_count(); ++i) {
+    const auto& r = seg.ring(i);
+    const uint32_t state = r.state.load(std::memory_order_acquire);
+    if ((state == spanring::kRingActive || state == spanring::kRingClaiming) &&
+        alive(r.owner_pid, r.owner_start_time))
+      return "ring owner pid " + std::to_string(r.owner_pid) + " is alive";
+  }
+  return {};
+}
+
+int cmd_clean(bool dry_run) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    std::string why_kept;
+    try {
+      Segment seg = Segment::open(name);
+      why_kept = live_user(seg);
+    } catch (const spanring::Error& e) {
+      // Not a spanring segment at all: not ours to judge, and not worth a line.
+      if (std::string(e.what()).find("not a spanring segment") != std::string::npos ||
+          std::string(e.what()).find("smaller than a spanring header") != std::string::npos)
+        continue;
+      std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    if (!why_kept.empty()) {
+      std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), why_kept.c_str());
+      continue;
+    }
+    if (dry_run) {
+      std::fprintf(stderr, "spanring: would remove %s (no live creator, drainer or owner)\n",
+                   name.c_str());
+    } else if (Segment::remove(name)) {
+      std::fprintf(stderr, "spanring: removed %s (no live creator, drainer or owner)\n",
+                   name.c_str());
+      ++removed;
+    }
+  }
+  std::fprintf(stderr, "spanring: clean: %d segment(s) removed\n", removed);
+  return 0;
 }
 
 }  // namespace
@@ -221,6 +293,12 @@ int main(int argc, char** argv) {
       ->required();
   drain->add_option("-o,--output", drain_out, "Trace file")->required();
 
+  bool dry_run = false;
+  CLI::App* clean = app.add_subcommand(
+      "clean", "Remove spanring segments in /dev/shm whose creator, drainer and ring owners "
+               "are all dead; never a live one");
+  clean->add_flag("-n,--dry-run", dry_run, "Only say what would be removed");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -228,6 +306,7 @@ int main(int argc, char** argv) {
       if (out_path.empty()) out_path = "spanring-" + std::to_string(::getpid()) + ".strace";
       return cmd_run(out_path, opts, cmd);
     }
+    if (*clean) return cmd_clean(dry_run);
     return cmd_drain(segment_name, drain_out);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());

@@ -33,15 +33,37 @@ struct Inflight {
 
 }  // namespace
 
-UringWriter::UringWriter(const std::string& path, unsigned queue_depth)
+UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes)
     : impl_(std::make_unique<Impl>()), path_(path), depth_(queue_depth ? queue_depth : 1) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot open output " + path + ": " + std::strerror(errno), errno, path);
   struct stat st {};
-  if (::fstat(fd_, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw Error("cannot stat output " + path + ": " + std::strerror(err), err, path);
+  }
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
     // Pipes and character devices have no offsets: write at the current position, in order.
     seekable_ = false;
     depth_ = 1;
+  } else {
+    if (keep_bytes > static_cast<uint64_t>(st.st_size)) {
+      ::close(fd_);
+      throw Error("output " + path + " is " + std::to_string(st.st_size) +
+                      " bytes, shorter than the " + std::to_string(keep_bytes) +
+                      " bytes the segment says were committed to it",
+                  EINVAL, path);
+    }
+    // Cut back to the last commit: no half line, and nothing written twice, at the seam.
+    if (::ftruncate(fd_, static_cast<off_t>(keep_bytes)) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw Error("cannot cut output " + path + ": " + std::strerror(err), err, path);
+    }
+    start_ = keep_bytes;
   }
   const int r = io_uring_queue_init(depth_ * 2, &impl_->ring, 0);
   if (r < 0) {
@@ -71,8 +93,8 @@ Buffer* UringWriter::take_done(int64_t timeout_us) {
 void UringWriter::run() {
   io_uring* ring = &impl_->ring;
   std::deque<Inflight> q;
-  uint64_t next_offset = 0;  // where the next new buffer goes
-  uint64_t good_end = 0;     // end of the last buffer written whole, in file order
+  uint64_t next_offset = start_;  // where the next new buffer goes
+  uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
 
   auto submit_write = [&](Inflight& f) {
@@ -118,12 +140,17 @@ void UringWriter::run() {
       continue;
     }
     // A sync marker runs once everything before it is retired.
-    if (q.front().buffer->sync && !q.front().submitted) submit_sync(q.front());
-    for (auto& f : q)  // writes that found the submission queue full
+    if (q.front().buffer->sync && !q.front().submitted && !q.front().complete)
+      submit_sync(q.front());
+    bool in_flight = false;
+    for (auto& f : q) {  // writes that found the submission queue full go now
       if (!f.submitted && !f.buffer->sync && !f.complete) submit_write(f);
+      in_flight |= f.submitted;
+    }
 
     io_uring_cqe* cqe = nullptr;
-    int r = io_uring_submit_and_wait(ring, 1);
+    // Wait only for something in flight (an empty buffer, say, completes without a write).
+    int r = in_flight ? io_uring_submit_and_wait(ring, 1) : 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.
@@ -159,6 +186,8 @@ void UringWriter::run() {
       if (f.error != 0) {
         report(f.error);
         f.buffer->failed = true;
+        f.buffer->file_end = good_end;
+        done_.enqueue(f.buffer);  // before the buffers after it: tails must never go back
         // Everything queued after it was aimed past a hole: wait for it, then cut the file back
         // to the last whole buffer and write the next buffers from there.
         while (!q.empty()) {
@@ -175,14 +204,18 @@ void UringWriter::run() {
           Inflight g = q.front();
           q.pop_front();
           if (!g.buffer->sync) g.buffer->failed = true;
+          g.buffer->file_end = good_end;
           done_.enqueue(g.buffer);
         }
         if (seekable_ && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0) report(errno);
         next_offset = good_end;
-      } else if (!f.buffer->sync) {
+        continue;
+      }
+      if (!f.buffer->sync) {
         good_end = f.offset + f.buffer->len;
         bytes_written_.store(good_end, std::memory_order_release);
       }
+      f.buffer->file_end = good_end;
       done_.enqueue(f.buffer);
     }
   }

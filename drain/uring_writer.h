@@ -21,12 +21,15 @@
 
 namespace spanring {
 
-// What a buffer's records were; applied by the drain thread when the buffer comes back.
+// What a buffer's records were; applied by the drain thread when the buffer comes back, through
+// the segment's commit journal (see segment_layout.h).
 struct TailUpdate {
-  uint32_t ring;        // ring index
-  uint32_t generation;  // owner generation the records belong to
-  uint64_t tail;        // slots consumed up to here
-  bool free_after;      // the owner is gone and this is its last tail: free the ring
+  uint32_t ring;            // ring index
+  uint32_t generation;      // owner generation the records belong to
+  uint64_t tail;            // slots consumed up to here
+  uint64_t next_seq;        // the owner's next expected sequence number at `tail`
+  uint64_t drops_reported;  // the owner's drops written so far, this buffer included
+  bool free_after;          // the owner is gone and this is its last tail: free the ring
 };
 
 struct Buffer {
@@ -35,16 +38,21 @@ struct Buffer {
   size_t len = 0;       // bytes filled
   uint64_t records = 0; // [STRACE] span records formatted into it
   std::vector<TailUpdate> tails;
+  uint64_t no_ring_reported = 0;  // segment counters written up to this buffer (0 = unchanged)
+  uint64_t vfork_reported = 0;
   bool failed = false;  // set by the writer: not (entirely) in the file
   bool sync = false;    // a flush marker: no data; the writer fsyncs once every earlier
                         // buffer is back, then returns it
+  uint64_t file_end = 0;  // set by the writer: the file holds complete buffers up to here
 };
 
 class UringWriter {
  public:
-  // Opens `path` for writing (truncating it; 0644 before the umask) and sets up io_uring.
-  // Throws spanring::Error when the file cannot be opened or io_uring cannot be set up.
-  UringWriter(const std::string& path, unsigned queue_depth);
+  // Opens `path` for writing (created 0644 before the umask), cuts a regular file to its first
+  // `keep_bytes` bytes (the part a previous drainer committed; 0 = start empty) and appends
+  // after them; sets up io_uring. Throws spanring::Error when the file cannot be opened or cut,
+  // or io_uring cannot be set up (nothing has been written then).
+  UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes = 0);
   ~UringWriter();  // stops the thread after every queued buffer is written
   UringWriter(const UringWriter&) = delete;
   UringWriter& operator=(const UringWriter&) = delete;
@@ -55,6 +63,10 @@ class UringWriter {
   Buffer* take_done(int64_t timeout_us);
   uint64_t bytes_written() const noexcept { return bytes_written_.load(std::memory_order_acquire); }
   bool had_error() const noexcept { return error_.load(std::memory_order_acquire) != 0; }
+  // The output file's identity, recorded in the segment's commit record.
+  uint64_t dev() const noexcept { return dev_; }
+  uint64_t ino() const noexcept { return ino_; }
+  bool seekable() const noexcept { return seekable_; }
 
  private:
   void run();
@@ -63,6 +75,9 @@ class UringWriter {
   std::string path_;
   bool seekable_ = true;        // false for pipes: offset -1 and one write in flight
   unsigned depth_ = 8;          // writes in flight at most
+  uint64_t start_ = 0;          // bytes kept from a previous drainer
+  uint64_t dev_ = 0;
+  uint64_t ino_ = 0;
   int fd_ = -1;
   moodycamel::BlockingConcurrentQueue<Buffer*> todo_;
   moodycamel::BlockingConcurrentQueue<Buffer*> done_;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,8 +61,24 @@ struct ThreadState {
   uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
   uint32_t busy;          // inside write_record: a signal handler's record must not interleave
   std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
+  uint32_t stash_count;   // open spans copied at fork (prepare handler), for the child's ring
+  OpenSpan stash[kOpenSpanMax];
 };
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state{};
+
+}  // namespace
+}  // namespace spanring
+
+// Set to 1 by the vfork wrapper (vfork_x86_64.S) before the vfork syscall and back to 0 in the
+// parent when it resumes. A vfork child shares its parent's memory, TLS included: while this is
+// set, records are dropped (counted as vfork_drops) instead of going to the parent's ring.
+extern "C" {
+__attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
+    spanring_vfork_child = 0;
+}
+
+namespace spanring {
+namespace {
 
 // A thread that found every ring taken retries after this many records, so a thread without a
 // ring does not scan the ring table on every record.
@@ -95,6 +112,20 @@ void release_ring(void* ring) noexcept;
 // Fork child: the only thread of the child is the forking thread. It must never write into the
 // ring it inherited from the parent (the parent's thread still owns it), so it forgets it and
 // claims a ring of its own, with the child's pid/tid, on its next record.
+// Fork prepare, in the forking thread: copy its open spans, which the child inherits (they end
+// in the child too), so the child's ring can describe them if the child is killed.
+void on_fork_prepare() noexcept {
+  ThreadState& t = t_state;
+  t.stash_count = 0;
+  if (t.ring == nullptr) return;
+  uint32_t n = t.ring->open_depth.load(std::memory_order_relaxed);
+  if (n > kOpenSpanMax) n = kOpenSpanMax;
+  std::memcpy(t.stash, t.ring->open, n * sizeof(OpenSpan));
+  t.stash_count = n;
+}
+
+void on_fork_parent() noexcept { t_state.stash_count = 0; }
+
 void on_fork_child() noexcept {
   ThreadState& t = t_state;
   t.ring = nullptr;
@@ -121,7 +152,8 @@ bool attach_segment(const char* name) noexcept {
     take_anchor(p);
     if (!p.key_ok) p.key_ok = pthread_key_create(&p.release_key, release_ring) == 0;
     static bool atfork_done = false;
-    if (!atfork_done) atfork_done = pthread_atfork(nullptr, nullptr, on_fork_child) == 0;
+    if (!atfork_done)
+      atfork_done = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child) == 0;
     void* base = seg.base();
     seg.leak();  // never unmapped: threads may still emit while the process exits
     // release: the ProcessState fields above are visible to any thread that sees non-null.
@@ -182,6 +214,10 @@ bool claim_ring(ThreadState& t) noexcept {
     t.head = r.head.load(std::memory_order_relaxed);
     t.tail_cached = r.tail.load(std::memory_order_relaxed);
     r.drops.store(0, std::memory_order_relaxed);
+    // Open spans: none, or those a forked child inherited from its parent's thread.
+    std::memcpy(r.open, t.stash, t.stash_count * sizeof(OpenSpan));
+    r.open_depth.store(t.stash_count != 0 ? t.depth : 0, std::memory_order_relaxed);
+    t.stash_count = 0;
     t.drops = 0;
     t.seq = 0;
     t.mask = p.ring_capacity - 1;
@@ -236,7 +272,12 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
                   uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
                   uint16_t flags) noexcept {
   ThreadState& t = t_state;
-  if (t.busy) {
+  if (t.busy | spanring_vfork_child) {
+    if (spanring_vfork_child) {
+      // relaxed: a report counter.
+      g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
     // A signal handler interrupted this thread inside write_record: the ring is SPSC and the
     // interrupted writer owns the slots, so this record is dropped and counted by the
     // interrupted writer when it finishes.
@@ -370,6 +411,11 @@ Invocation::~Invocation() {
 }
 
 void Span::begin(const char* name) noexcept {
+  if (spanring_vfork_child) {
+    // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
+    g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
+    return;  // name_ stays null: the span is inactive
+  }
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";  // an empty name is reported as an invalid record
   depth_ = t.depth++;
@@ -377,6 +423,30 @@ void Span::begin(const char* name) noexcept {
   hid_ = t.hid;
   attrs_len_ = 0;
   ts_ns_ = now_ns();
+  if (t.ring == nullptr && t.busy == 0 && t.no_ring_wait == 0) {
+    // The thread's first record-to-be claims its ring now, so that this span is described in
+    // the ring's open-span stack if the process dies before it ends.
+    t.busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!claim_ring(t)) t.no_ring_wait = kNoRingRetry;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t.busy = 0;
+  }
+  if (t.ring != nullptr && depth_ < kOpenSpanMax) {
+    OpenSpan& o = t.ring->open[depth_];
+    const uint32_t n = static_cast<uint32_t>(strnlen(name_, kOpenNameBytes + 1));
+    o.ts_ns = static_cast<uint64_t>(ts_ns_);
+    o.inv = inv_;
+    o.hid = hid_;
+    o.depth = depth_;
+    o.name_len = static_cast<uint16_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
+    o.name_cut = n > kOpenNameBytes;
+    std::memcpy(o.name, name_, o.name_len);
+  }
+  if (t.ring != nullptr) {
+    // relaxed: read by the drainer only once this process is dead.
+    t.ring->open_depth.store(depth_ + 1, std::memory_order_relaxed);
+  }
 }
 
 void Span::end() noexcept {
@@ -384,6 +454,11 @@ void Span::end() noexcept {
   ThreadState& t = t_state;
   t.depth -= 1;
   emit_checked(name_, inv_, hid_, depth_, ts_ns_, end_ns - ts_ns_, attrs_, attrs_len_);
+  // After the record is published: a process killed in between reports the span both written
+  // and open, which the drainer recognises (the last record has its ts and depth); lowering the
+  // depth first would lose it silently.
+  if (t.ring != nullptr && spanring_vfork_child == 0)
+    t.ring->open_depth.store(depth_, std::memory_order_relaxed);
 }
 
 void Span::append(std::string_view text) noexcept {
@@ -444,3 +519,9 @@ extern "C" void spanring_emit(const spanring_span* span) {
 extern "C" int spanring_enabled(void) { return spanring::enabled() ? 1 : 0; }
 
 extern "C" int64_t spanring_now_ns(void) { return spanring::now_ns(); }
+
+// The vfork wrapper's error path: errno from the failed syscall, -1 to the caller.
+extern "C" __attribute__((visibility("hidden"))) int spanring_vfork_failed(long err) {
+  errno = static_cast<int>(err);
+  return -1;
+}

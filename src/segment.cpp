@@ -91,10 +91,9 @@ std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes) {
     return buf;
   }
   const uint64_t want = segment_bytes(h.ring_count, h.ring_capacity);
-  const uint64_t rings_offset = kSegmentHeaderBytes;
-  const uint64_t slots_offset = rings_offset + uint64_t{h.ring_count} * kRingHeaderBytes;
-  if (h.rings_offset != rings_offset || h.slots_offset != slots_offset ||
-      h.segment_bytes != want || mapped_bytes < want) {
+  if (h.rings_offset != rings_offset() || h.journal_offset != journal_offset(h.ring_count) ||
+      h.slots_offset != slots_offset(h.ring_count) || h.segment_bytes != want ||
+      mapped_bytes < want) {
     std::snprintf(buf, sizeof buf,
                   "segment size mismatch: header says %llu bytes, layout needs %llu, "
                   "object has %llu",
@@ -122,6 +121,9 @@ uint64_t process_start_time(uint32_t pid) noexcept {
   const char* p = std::strrchr(buf, ')');
   if (p == nullptr) return 0;
   ++p;
+  // Field 3 is the state: a zombie (Z) or dead (X) process has exited; it will never write
+  // again, so it counts as gone although /proc still lists it until it is reaped.
+  if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X')) return 0;
   // After ')' come fields 3.. each preceded by one space; starttime is field 22.
   for (int field = 2; field < 22 && *p != '\0'; ++p)
     if (*p == ' ') ++field;
@@ -202,8 +204,9 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   h->ring_header_bytes = kRingHeaderBytes;
   h->ring_count = options.ring_count;
   h->ring_capacity = capacity;
-  h->rings_offset = kSegmentHeaderBytes;
-  h->slots_offset = kSegmentHeaderBytes + uint64_t{options.ring_count} * kRingHeaderBytes;
+  h->rings_offset = rings_offset();
+  h->journal_offset = journal_offset(options.ring_count);
+  h->slots_offset = slots_offset(options.ring_count);
   h->segment_bytes = bytes;
   h->creator_pid = static_cast<uint32_t>(::getpid());
   h->creator_start_time = process_start_time(h->creator_pid);

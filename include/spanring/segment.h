@@ -86,7 +86,8 @@ class Segment {
 std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes);
 
 // Process start time in clock ticks since boot (field 22 of /proc/PID/stat), or 0 when the
-// process does not exist or cannot be read. Together with the pid it names one process even
+// process does not exist, has exited (a zombie not yet reaped) or cannot be read.
+// Async-signal-safe (open/read/close, no allocation). Together with the pid it names one process even
 // after the pid is reused.
 uint64_t process_start_time(uint32_t pid) noexcept;
 

@@ -8,6 +8,7 @@
 //
 //   offset 0                        SegmentHeader           (kSegmentHeaderBytes)
 //   header.rings_offset             RingHeader[ring_count]  (kRingHeaderBytes each)
+//   header.journal_offset           JournalEntry[ring_count] (the drainer's commit journal)
 //   header.slots_offset             slots of ring 0, ring 1, ...  (ring_capacity * kSlotBytes each)
 //   header.segment_bytes            end
 //
@@ -15,8 +16,10 @@
 //   SegmentHeader   the creator, once, before publishing `magic` (release); afterwards only the
 //                   counters marked "any producer" and the drainer's fields.
 //   RingHeader      line 0 (ownership): the claiming producer thread while state == kClaiming,
-//                   the drainer when it frees the ring; line 1 (head, drops): the owning producer
-//                   thread only; line 2 (tail): the drainer only.
+//                   the drainer when it frees the ring; line 1 (head, drops, open_depth) and the
+//                   open-span stack: the owning producer thread only; line 2 (tail and the
+//                   drainer's resume point): the drainer only.
+//   JournalEntry    the drainer only.
 //   slots           the owning producer, only in [head, tail + capacity); the drainer reads only
 //                   [tail, head).
 //
@@ -127,8 +130,27 @@ inline constexpr uint32_t kMinRingCapacity = 16;        // slots
 inline constexpr uint32_t kMaxRingCapacity = 1u << 24;  // slots (1 GiB per ring): sanity bound
 inline constexpr uint32_t kMaxRingCount = 1u << 16;     // rings: sanity bound
 
-// Per-ring header, kRingHeaderBytes, three cache lines so that the producer's line (head) and the
-// drainer's line (tail) never share a cache line.
+// A span that is open (begun, not yet ended) on a ring's owner thread: written by the owner at
+// Span begin, read by the drainer only after the owner died, to report it as unfinished.
+struct OpenSpan {
+  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns
+  uint64_t inv;        // invocation id
+  uint64_t hid;        // callable hash
+  uint32_t depth;      // nesting depth
+  uint16_t name_len;   // raw name bytes stored, 0..kOpenNameBytes
+  uint16_t name_cut;   // 1: the name went on past name[] (the report marks it `~`)
+  char name[32];       // the first raw name bytes
+};
+static_assert(std::is_standard_layout_v<OpenSpan>);
+static_assert(sizeof(OpenSpan) == 64);
+static_assert(offsetof(OpenSpan, name) == 32);
+inline constexpr uint32_t kOpenNameBytes = sizeof(OpenSpan::name);
+// Open spans kept per thread for crash reports; deeper ones are counted (open_depth) but not
+// described. Eight covers the nesting of the runtimes [STRACE] comes from (depth <= 4).
+inline constexpr uint32_t kOpenSpanMax = 8;
+
+// Per-ring header, kRingHeaderBytes. The producer's line (head) and the drainer's line (tail)
+// never share a cache line; the open-span stack follows on lines of its own.
 struct alignas(64) RingHeader {
   // ---- line 0: ownership. Written by the claiming thread while kClaiming, read by the drainer
   // after it observes kActive/kReleased with acquire.
@@ -144,22 +166,49 @@ struct alignas(64) RingHeader {
 
   // ---- line 1: producer-owned.
   std::atomic<uint64_t> head;   // slots published (monotonic, wraps at 2^64)
-  std::atomic<uint64_t> drops;  // records this owner dropped because the ring was full
-  uint8_t reserved1[48];
+  std::atomic<uint64_t> drops;  // records this owner dropped (ring full, or a signal handler's
+                                // record while the thread was inside a write)
+  std::atomic<uint32_t> open_depth;  // Spans open on the owner thread (entries in open[])
+  uint8_t reserved1[44];
 
-  // ---- line 2: drainer-owned.
+  // ---- line 2: drainer-owned. Together with the segment's commit journal, what a restarted
+  // drainer needs to resume this owner exactly where the file ends.
   std::atomic<uint64_t> tail;   // slots consumed and written to the output (monotonic)
-  uint8_t reserved2[56];
+  uint64_t next_seq;            // sequence number expected at tail
+  uint64_t drops_reported;      // this owner's drops already written as [SPANRING_DROPS]
+  uint32_t drained_generation;  // the owner generation next_seq/drops_reported belong to
+  uint8_t reserved2[36];
+
+  // ---- lines 3..10: the owner's open spans, outermost first.
+  OpenSpan open[kOpenSpanMax];
 };
 static_assert(std::is_standard_layout_v<RingHeader>);
-static_assert(sizeof(RingHeader) == 192);
+static_assert(sizeof(RingHeader) == 192 + 64 * kOpenSpanMax);
 static_assert(offsetof(RingHeader, state) == 0);
 static_assert(offsetof(RingHeader, owner_start_time) == 16);
 static_assert(offsetof(RingHeader, thread_name) == 40);
 static_assert(offsetof(RingHeader, head) == 64);
 static_assert(offsetof(RingHeader, drops) == 72);
+static_assert(offsetof(RingHeader, open_depth) == 80);
 static_assert(offsetof(RingHeader, tail) == 128);
+static_assert(offsetof(RingHeader, next_seq) == 136);
+static_assert(offsetof(RingHeader, drained_generation) == 152);
+static_assert(offsetof(RingHeader, open) == 192);
 inline constexpr uint32_t kRingHeaderBytes = sizeof(RingHeader);
+
+// One entry of the drainer's commit journal: a ring's drainer line as it must be once the
+// buffer being committed is in the file.
+struct JournalEntry {
+  uint32_t ring;            // ring index
+  uint32_t generation;      // owner generation
+  uint64_t tail;
+  uint64_t next_seq;
+  uint64_t drops_reported;
+  uint32_t free_after;      // 1: the owner is gone and fully written: free the ring
+  uint32_t reserved;
+};
+static_assert(std::is_standard_layout_v<JournalEntry>);
+static_assert(sizeof(JournalEntry) == 40);
 
 struct alignas(64) SegmentHeader {
   // ---- written once by the creator; `magic` last, with release.
@@ -171,24 +220,50 @@ struct alignas(64) SegmentHeader {
   uint32_t ring_count;            // rings in the table
   uint32_t ring_capacity;         // slots per ring, a power of two in [kMinRingCapacity, kMax...]
   uint64_t rings_offset;          // byte offset of RingHeader[0]
+  uint64_t journal_offset;        // byte offset of JournalEntry[ring_count]
   uint64_t slots_offset;          // byte offset of ring 0's first slot
   uint64_t segment_bytes;         // total size the creator mapped
-  uint32_t creator_pid;           // the drainer that created the segment
+  uint64_t creator_start_time;    // the creating process' start time, clock ticks since boot
+  uint32_t creator_pid;           // the process that created the segment
   uint32_t reserved0;
-  uint64_t creator_start_time;    // its start time, clock ticks since boot
 
-  // ---- any producer: records dropped because every ring was taken (fetch_add, relaxed: a
-  // counter read by the drainer only for reports, no ordering with other data).
+  // ---- any producer: records dropped because every ring was taken, and records a vfork child
+  // tried to emit before exec (it shares its parent's memory and must not touch the parent's
+  // ring). fetch_add, relaxed: report counters with no ordering to other data.
   alignas(64) std::atomic<uint64_t> no_ring_drops;
-  uint8_t reserved1[56];
+  std::atomic<uint64_t> vfork_drops;
+  uint8_t reserved1[48];
+
+  // ---- the drainer. One drainer at a time: `drainer_pid` is taken with a CAS from 0 (or from
+  // a drainer that is dead, by pid + start time).
+  alignas(64) std::atomic<uint32_t> drainer_pid;
+  uint32_t reserved2;
+  uint64_t drainer_start_time;
+  // Commit record: the output file (device, inode) and the byte offset up to which it holds
+  // complete lines matching every ring's drainer line. A commit writes the journal entries and
+  // `journal_end`, makes `journal_seq` odd (release), applies the entries, sets `commit_offset`
+  // and makes `journal_seq` even (release). A drainer that finds it odd re-applies the journal.
+  uint64_t output_dev;
+  uint64_t output_ino;
+  std::atomic<uint64_t> commit_offset;
+  std::atomic<uint64_t> journal_seq;
+  uint64_t journal_end;           // commit_offset once the pending journal is applied
+  uint32_t journal_count;         // entries in the pending journal
+  uint32_t reserved3;
+  // Reported totals, so that a restarted drainer's summary covers the whole run.
+  uint64_t no_ring_reported;      // no_ring_drops already written as [SPANRING_DROPS]
+  uint64_t vfork_reported;        // vfork_drops already written
 };
 static_assert(std::is_standard_layout_v<SegmentHeader>);
-static_assert(sizeof(SegmentHeader) == 192);
+static_assert(sizeof(SegmentHeader) == 320);
 static_assert(offsetof(SegmentHeader, layout_version) == 8);
 static_assert(offsetof(SegmentHeader, ring_count) == 24);
 static_assert(offsetof(SegmentHeader, rings_offset) == 32);
+static_assert(offsetof(SegmentHeader, journal_offset) == 40);
 static_assert(offsetof(SegmentHeader, creator_start_time) == 64);
 static_assert(offsetof(SegmentHeader, no_ring_drops) == 128);
+static_assert(offsetof(SegmentHeader, drainer_pid) == 192);
+static_assert(offsetof(SegmentHeader, commit_offset) == 224);
 inline constexpr uint32_t kSegmentHeaderBytes = sizeof(SegmentHeader);
 
 // Atomics overlaid on shared memory must be lock-free and exactly the plain type's size, or two
@@ -198,10 +273,18 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
 static_assert(sizeof(std::atomic<uint32_t>) == 4);
 
-// Total bytes of a segment with `ring_count` rings of `ring_capacity` slots.
+// Where things are in a segment of `ring_count` rings of `ring_capacity` slots.
+constexpr uint64_t rings_offset() noexcept { return kSegmentHeaderBytes; }
+constexpr uint64_t journal_offset(uint32_t ring_count) noexcept {
+  return rings_offset() + uint64_t{ring_count} * kRingHeaderBytes;
+}
+constexpr uint64_t slots_offset(uint32_t ring_count) noexcept {
+  // Slots start on a cache line.
+  return (journal_offset(ring_count) + uint64_t{ring_count} * sizeof(JournalEntry) + 63) &
+         ~uint64_t{63};
+}
 constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t ring_capacity) noexcept {
-  return uint64_t{kSegmentHeaderBytes} + uint64_t{ring_count} * kRingHeaderBytes +
-         uint64_t{ring_count} * ring_capacity * kSlotBytes;
+  return slots_offset(ring_count) + uint64_t{ring_count} * ring_capacity * kSlotBytes;
 }
 
 }  // namespace spanring

@@ -1,0 +1,32 @@
+/* vfork() for programs linked with libspanring (x86-64 Linux).
+ *
+ * A vfork child runs on its parent's memory, stack and thread-local storage until it calls
+ * exec or _exit. If it emitted a span there, the record would go into the parent thread's ring
+ * under the parent's pid/tid. This wrapper marks the calling thread (spanring_vfork_child = 1)
+ * before the syscall; the child keeps the mark, so its records are dropped and counted; the
+ * parent clears it when it resumes. Like glibc's own vfork, the return address is kept in a
+ * register across the syscall, since the child may overwrite the shared stack.
+ * (posix_spawn and system() use clone() inside glibc and run no user code before exec.)
+ */
+        .text
+        .globl  vfork
+        .type   vfork, @function
+vfork:
+        movq    spanring_vfork_child@gottpoff(%rip), %rcx
+        movl    $1, %fs:(%rcx)
+        popq    %rdi                    /* return address */
+        movl    $58, %eax               /* __NR_vfork */
+        syscall
+        pushq   %rdi
+        testq   %rax, %rax
+        jz      1f                      /* child: keep the mark until exec or _exit */
+        movq    spanring_vfork_child@gottpoff(%rip), %rcx
+        movl    $0, %fs:(%rcx)          /* parent: the child has exec'd or exited */
+        cmpq    $-4095, %rax
+        jae     2f
+1:      ret
+2:      movq    %rax, %rdi
+        negq    %rdi
+        jmp     spanring_vfork_failed   /* sets errno, returns -1 to our caller */
+        .size   vfork, .-vfork
+        .section .note.GNU-stack,"",@progbits

@@ -1,0 +1,95 @@
+// Helpers shared by the multi-process tests (suite 'mp'): a fresh temporary directory, running a
+// program with its stdout and stderr captured (posix_spawn, own process group, a deadline), the
+// two stderr lines of `spanring run`, and the checks that every trace file must pass.
+#pragma once
+
+#include "strace_parser.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spanring_test {
+
+// mkdtemp under $TMPDIR (or /tmp); removed with its contents on destruction unless
+// SPANRING_KEEP_TMP is set (then its path is printed, for looking at a failed run's files).
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct RunResult {
+  int exit_code = -1;   // WEXITSTATUS, or -1 when not exited normally
+  int term_signal = 0;  // WTERMSIG when killed by a signal
+  bool timed_out = false;
+  std::string out;  // captured stdout
+  std::string err;  // captured stderr
+  std::string describe() const;  // status and the captured stderr, for failure messages
+};
+
+// Runs argv[0] (a path, not searched in PATH) with the caller's environment minus
+// SPANRING_SEGMENT (a test is never itself traced), in its own process group. Waits for the
+// process and for both pipes to close (which also waits for descendants that keep them open).
+// After `timeout_s` seconds the whole process group is killed with SIGKILL and timed_out is set.
+RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 60);
+
+// The path in environment variable `var` (set by tests/meson.build); fails the test when unset
+// or not an executable file.
+std::string exe_from_env(const char* var);
+
+std::string read_file(const std::string& path);
+
+// `spanring: summary: written=N dropped=M unfinished=U processes=P threads=T`
+struct Summary {
+  uint64_t written = 0;
+  uint64_t dropped = 0;
+  uint64_t unfinished = 0;
+  uint64_t processes = 0;
+  uint64_t threads = 0;
+};
+// nullopt (and a failed check naming the problem) when stderr does not hold exactly one
+// well-formed summary line.
+std::optional<Summary> parse_summary(const std::string& stderr_text);
+
+// `spanring: wrote N records to PATH`: (N, PATH), or nullopt.
+std::optional<std::pair<uint64_t, std::string>> parse_wrote(const std::string& stderr_text);
+
+// A parsed trace file with the per-pid facts the tests need.
+struct Trace {
+  ParsedText text;
+  std::vector<SpanLine> spans;    // in file order
+  std::vector<AnchorLine> anchors;
+  std::vector<DropsLine> drops;
+  std::map<std::string, uint64_t> count_by_name;  // encoded names
+  std::map<uint64_t, uint64_t> dropped_by_pid;    // sum of dropped= over drop lines
+  uint64_t dropped_total = 0;
+  std::set<uint64_t> pids_with_name_prefix(const std::string& prefix) const;
+  uint64_t count(const std::string& name) const;  // [STRACE] lines with this encoded name
+};
+Trace load_trace(const std::string& path);
+
+// The checks every trace of `spanring run` must pass, each a doctest CHECK with a message:
+// - every line parses (no error, no line of another kind);
+// - every pid that has a span has exactly one anchor, and it comes before that pid's first
+//   span; no pid has two anchors;
+// - the anchor's mono_ns is <= the ts of every host span of its pid (clk=dev spans excepted);
+// - a prefixed span's E equals ts + dur for host spans (spanring documents E = span end);
+// - the summary: written == number of span lines, dropped == the sum over drop lines,
+//   processes == distinct pids with spans, threads == distinct (pid, tid) with spans;
+// - the `wrote N records to PATH` line: N == written and PATH == out_path.
+void check_trace_invariants(const Trace& trace, const Summary& summary,
+                            const std::string& stderr_text, const std::string& out_path);
+
+}  // namespace spanring_test

@@ -1,0 +1,75 @@
+// `spanring run` end to end on real processes: the l3 demo (a parent with threads plus forked
+// chip children) traced into a [STRACE] file, which must parse line by line with the test
+// suite's own strict parser and hold exactly the spans the demo says it emitted.
+#include "mp_util.h"
+#include "strace_parser.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+
+using namespace spanring_test;
+
+TEST_SUITE("mp") {
+
+TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  const std::string out = tmp.file("out.strace");
+  const std::string exp = tmp.file("exp.json");
+
+  const RunResult run = run_process({spanring, "run", "-o", out, "--", demo, "--rounds", "3",
+                                     "--tasks", "16", "--children", "2", "--expect", exp});
+  INFO("spanring run: ", run.describe());
+  REQUIRE_FALSE(run.timed_out);
+  REQUIRE(run.exit_code == 0);
+
+  const std::optional<Summary> summary = parse_summary(run.err);
+  REQUIRE(summary.has_value());
+  const Trace trace = load_trace(out);
+  check_trace_invariants(trace, *summary, run.err, out);
+
+  // A run this small must lose nothing: every ring is far larger than what one thread emits.
+  CHECK_MESSAGE(summary->dropped == 0, "the drainer reported ", summary->dropped,
+                " dropped records for a run of a few hundred spans at default sizes");
+  CHECK_MESSAGE(trace.drops.empty(), trace.drops.size(), " [SPANRING_DROPS] line(s)");
+  CHECK(summary->unfinished == 0);
+
+  // Per-name counts equal the demo's own exactly: no name missing, none extra.
+  const nlohmann::json expected = nlohmann::json::parse(read_file(exp));
+  REQUIRE(expected.is_object());
+  REQUIRE_MESSAGE(!expected.empty(), "the demo's --expect file is empty");
+  std::map<std::string, uint64_t> want;
+  for (const auto& [name, count] : expected.items()) want[name] = count.get<uint64_t>();
+  for (const auto& [name, count] : want) {
+    const uint64_t got = trace.count(name);
+    CHECK_MESSAGE(got == count, name, ": ", got, " [STRACE] lines, the demo emitted ", count);
+  }
+  for (const auto& [name, count] : trace.count_by_name) {
+    CHECK_MESSAGE(want.count(name) == 1, name, ": ", count,
+                  " [STRACE] lines of a name the demo did not emit");
+  }
+
+  // Children are separate processes: chip.* spans come from the two chip children, l3.* spans
+  // from the one parent, and the two sets do not meet.
+  const std::set<uint64_t> l3_pids = trace.pids_with_name_prefix("l3.");
+  const std::set<uint64_t> chip_pids = trace.pids_with_name_prefix("chip.");
+  CHECK_MESSAGE(l3_pids.size() == 1, "l3.* spans come from ", l3_pids.size(), " pids");
+  CHECK_MESSAGE(chip_pids.size() == 2, "chip.* spans come from ", chip_pids.size(),
+                " pids, the demo forked 2 children");
+  for (const uint64_t pid : chip_pids) {
+    CHECK_MESSAGE(l3_pids.count(pid) == 0, "pid ", pid, " emitted both l3.* and chip.* spans");
+  }
+
+  // The demo's device spans are passed through with clk=dev; every pid was anchored.
+  size_t device_spans = 0;
+  for (const SpanLine& s : trace.spans) device_spans += is_device_span(s) ? 1 : 0;
+  CHECK_MESSAGE(device_spans > 0, "no clk=dev span in the trace");
+  CHECK(trace.anchors.size() == l3_pids.size() + chip_pids.size());
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,250 @@
+// The ring, exercised through the real producer library (attach + emit) and the drainer's
+// record reader, in one process. Capacities are tiny so that every test wraps around.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "ring_reader.h"
+
+#include <spanring/segment.h>
+#include <spanring/span.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace spanring;
+
+namespace {
+
+std::string unique_name(const char* what) {
+  static int n = 0;
+  return "spanring-test-ring-" + std::to_string(::getpid()) + "-" + what + "-" +
+         std::to_string(n++);
+}
+
+// A segment created for one test and attached to; removed at the end of the test.
+struct TestSegment {
+  std::string name;
+  Segment seg;
+  TestSegment(const char* what, uint32_t rings, uint32_t capacity)
+      : name(unique_name(what)), seg(Segment::create(name, SegmentOptions{rings, capacity})) {
+    REQUIRE(attach(name.c_str()));
+  }
+  ~TestSegment() { Segment::remove(name); }
+  // The ring the calling thread owns (after its first record).
+  uint32_t ring_of_this_thread() const {
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < seg.ring_count(); ++i)
+      if (seg.ring(i).state.load(std::memory_order_acquire) == kRingActive &&
+          seg.ring(i).owner_tid == tid)
+        return i;
+    FAIL("the calling thread owns no ring");
+    return 0;
+  }
+};
+
+// The consumer side as the drainer does it: read [tail, head), then publish the new tail.
+struct Consumer {
+  const Segment& seg;
+  uint32_t ring;
+  uint64_t next_seq = 0;
+  uint64_t read = 0;
+  Consumer(const Segment& s, uint32_t r)
+      : seg(s), ring(r), read(s.ring(r).tail.load(std::memory_order_relaxed)) {}
+
+  // Reads everything published; calls f(record) for each. Returns records read.
+  template <class F>
+  uint64_t drain(F&& f) {
+    RingHeader& r = seg.ring(ring);
+    const uint64_t head = r.head.load(std::memory_order_acquire);
+    const RingView view{seg.ring_slots(ring), seg.ring_capacity()};
+    RecordCopy rec;
+    std::string why;
+    uint64_t n = 0;
+    while (read != head) {
+      REQUIRE_MESSAGE(read_record(view, read, head, next_seq, rec, why) == ReadStatus::kRecord,
+                      why);
+      f(rec);
+      next_seq = rec.header.seq + 1;
+      read += rec.header.slots;
+      ++n;
+    }
+    r.tail.store(read, std::memory_order_release);
+    return n;
+  }
+};
+
+// Name and attributes derived from (seq), of a length that varies with seq so that records of
+// 1 to 5 slots follow each other and straddle the end of the ring.
+std::string name_for(uint64_t seq) {
+  std::string s = "r" + std::to_string(seq) + ".";
+  const size_t len = 2 + (seq * 7) % 64;
+  while (s.size() < len) s += static_cast<char>('a' + (seq + s.size()) % 26);
+  return s.substr(0, std::max<size_t>(len, 1));
+}
+std::string attrs_for(uint64_t seq) {
+  std::string s;
+  const size_t len = (seq * 13) % 194;  // up to 193 raw bytes: the producer's maximum
+  for (size_t i = 0; i < len; ++i) s += static_cast<char>(0x21 + (seq * 31 + i) % 90);
+  return s;
+}
+
+void check_record(const RecordCopy& rec, uint64_t seq) {
+  const std::string name = name_for(seq);
+  const std::string attrs = attrs_for(seq);
+  CHECK(rec.header.seq == seq);
+  CHECK(rec.header.ts_ns == seq * 3);
+  CHECK(rec.header.dur_ns == seq + 1);
+  REQUIRE(rec.header.name_len == std::min<size_t>(name.size(), kNameRawMax));
+  REQUIRE(rec.header.attrs_len == std::min<size_t>(attrs.size(), kAttrsRawMax));
+  CHECK(std::memcmp(rec.name(), name.data(), rec.header.name_len) == 0);
+  CHECK(std::memcmp(rec.attrs(), attrs.data(), rec.header.attrs_len) == 0);
+}
+
+bool emit_seq(uint64_t seq) {
+  const std::string name = name_for(seq);
+  const std::string attrs = attrs_for(seq);
+  return emit(name.c_str(), static_cast<int64_t>(seq * 3), static_cast<int64_t>(seq + 1),
+              attrs.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("a fresh segment has every ring free and empty") {
+  TestSegment ts("empty", 4, 16);
+  for (uint32_t i = 0; i < 4; ++i) {
+    CHECK(ts.seg.ring(i).state.load() == kRingFree);
+    CHECK(ts.seg.ring(i).head.load() == 0);
+    CHECK(ts.seg.ring(i).tail.load() == 0);
+  }
+}
+
+TEST_CASE("a full ring drops records, counts them, and leaves a gap in the sequence") {
+  TestSegment ts("full", 4, 16);
+  std::thread([&] {
+    // One-slot records (name <= 12 bytes, no attributes): 16 fit, 4 are dropped.
+    int stored = 0;
+    for (int i = 0; i < 20; ++i) stored += emit("x.y", 1, 1) ? 1 : 0;
+    CHECK(stored == 16);
+    const uint32_t r = ts.ring_of_this_thread();
+    CHECK(ts.seg.ring(r).drops.load() == 4);
+    CHECK(ts.seg.ring(r).head.load() == 16);
+
+    Consumer c(ts.seg, r);
+    std::vector<uint64_t> seqs;
+    c.drain([&](const RecordCopy& rec) { seqs.push_back(rec.header.seq); });
+    REQUIRE(seqs.size() == 16);
+    for (uint64_t i = 0; i < 16; ++i) CHECK(seqs[i] == i);
+
+    // Room again: the next records carry sequence numbers after the dropped ones.
+    for (int i = 0; i < 3; ++i) CHECK(emit("x.y", 1, 1));
+    seqs.clear();
+    c.drain([&](const RecordCopy& rec) { seqs.push_back(rec.header.seq); });
+    CHECK(seqs == std::vector<uint64_t>{20, 21, 22});
+    CHECK(ts.seg.ring(r).drops.load() == 4);
+  }).join();
+}
+
+TEST_CASE("a record larger than the free space is dropped whole, never published in part") {
+  TestSegment ts("partial", 4, 16);
+  std::thread([&] {
+    // 14 one-slot records leave 2 free slots; a 5-slot record must not go in.
+    for (int i = 0; i < 14; ++i) REQUIRE(emit("a", 1, 1));
+    const std::string big(200, 'v');
+    CHECK_FALSE(emit(std::string(70, 'n').c_str(), 1, 1, big.c_str()));
+    const uint32_t r = ts.ring_of_this_thread();
+    CHECK(ts.seg.ring(r).head.load() == 14);
+    CHECK(ts.seg.ring(r).drops.load() == 1);
+    CHECK(emit("b", 1, 1));  // a one-slot record still fits
+    CHECK(ts.seg.ring(r).head.load() == 15);
+  }).join();
+}
+
+TEST_CASE("records of 1 to 5 slots wrap around a 16-slot ring byte for byte") {
+  TestSegment ts("wrap", 4, 16);
+  std::thread([&] {
+    REQUIRE(emit_seq(0));
+    const uint32_t r = ts.ring_of_this_thread();
+    Consumer c(ts.seg, r);
+    uint64_t expect = 0;
+    uint64_t received = 0;
+    auto check = [&](const RecordCopy& rec) {
+      CHECK(rec.header.seq >= expect);
+      check_record(rec, rec.header.seq);
+      expect = rec.header.seq + 1;
+      ++received;
+    };
+    // Emit until the ring is full (the record is dropped), then drain everything. Many wraps.
+    uint64_t dropped = 0;
+    for (uint64_t seq = 1; seq < 5000; ++seq) {
+      if (!emit_seq(seq)) {
+        ++dropped;
+        c.drain(check);
+      }
+    }
+    c.drain(check);
+    CHECK(received + dropped == 5000);
+    CHECK(ts.seg.ring(r).drops.load() == dropped);
+    CHECK(received > 1000);
+    CHECK(ts.seg.ring(r).head.load() > 16 * 100);  // wrapped many times
+  }).join();
+}
+
+TEST_CASE("counters near 2^32 and 2^64 wrap without losing or tearing a record") {
+  for (uint64_t start : {(uint64_t{1} << 32) - 37, ~uint64_t{0} - 37}) {
+    TestSegment ts("counter", 1, 16);
+    ts.seg.ring(0).head.store(start);
+    ts.seg.ring(0).tail.store(start);
+    std::thread([&] {
+      Consumer c(ts.seg, 0);
+      uint64_t expect = 0;
+      for (uint64_t seq = 0; seq < 400; ++seq) {
+        REQUIRE(emit_seq(seq));
+        c.drain([&](const RecordCopy& rec) { check_record(rec, expect++); });
+      }
+      CHECK(expect == 400);
+      CHECK(ts.seg.ring(0).head.load() - start > 400);  // passed the wrap point
+    }).join();
+  }
+}
+
+TEST_CASE("producer and consumer threads: every record arrives once, in order, or is counted") {
+  TestSegment ts("spsc", 2, 64);
+  constexpr uint64_t kRecords = 200000;
+  std::atomic<int> ring{-1};
+  std::atomic<bool> done{false};
+  uint64_t stored = 0;
+  std::thread producer([&] {
+    REQUIRE(emit_seq(0));
+    stored = 1;
+    ring.store(static_cast<int>(ts.ring_of_this_thread()), std::memory_order_release);
+    for (uint64_t seq = 1; seq < kRecords; ++seq) stored += emit_seq(seq) ? 1 : 0;
+    done.store(true, std::memory_order_release);
+  });
+  while (ring.load(std::memory_order_acquire) < 0) std::this_thread::yield();
+  Consumer c(ts.seg, static_cast<uint32_t>(ring.load()));
+  uint64_t received = 0;
+  uint64_t gaps = 0;
+  uint64_t expect = 0;
+  auto on_record = [&](const RecordCopy& rec) {
+    REQUIRE(rec.header.seq >= expect);
+    gaps += rec.header.seq - expect;
+    check_record(rec, rec.header.seq);
+    expect = rec.header.seq + 1;
+    ++received;
+  };
+  while (!done.load(std::memory_order_acquire)) c.drain(on_record);
+  producer.join();
+  c.drain(on_record);
+  const uint64_t drops = ts.seg.ring(c.ring).drops.load();
+  CHECK(received == stored);
+  CHECK(received + drops == kRecords);
+  // Drops after the last received record are not gaps yet.
+  CHECK(gaps + (kRecords - expect) == drops);
+  MESSAGE("received " << received << ", dropped " << drops);
+}
