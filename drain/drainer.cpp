@@ -3,6 +3,7 @@
 #include "strace_format.h"
 
 #include <spanring/encode.h>
+#include <spanring/test_point.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,8 +22,6 @@ namespace {
 // (64 MiB of formatted text) before the drain thread waits for the file.
 constexpr size_t kBufferBytes = 1u << 20;
 constexpr size_t kMaxBuffers = 64;
-// Room one record may need: a drops line, an anchor line and the span line.
-constexpr size_t kRecordRoom = 3 * kMaxLineBytes;
 // Owner checks (every ~100 ms) a ring may stay mid-claim before its claimer is presumed dead:
 // a claim takes microseconds, so only a process killed inside it stays there this long.
 constexpr uint32_t kClaimStuckChecks = 50;
@@ -45,6 +44,17 @@ void apply_entry(const Segment& s, const JournalEntry& e) {
     // release: the drainer line above happens-before the next owner's CAS (acquire).
     r.state.store(kRingFree, std::memory_order_release);
   }
+}
+
+// A process' command line (NUL-separated arguments) from /proc, at most 4 KiB; empty when the
+// process is gone.
+std::string read_cmdline(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string s(4096, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(in.gcount()));
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
 }
 
 }  // namespace
@@ -100,9 +110,10 @@ uint64_t recover(const Segment& segment, const std::string& out_path) {
 
 // ---- Drainer -------------------------------------------------------------------------------
 
-Drainer::Drainer(const Segment& segment, UringWriter& writer, const std::string& kept_path,
-                 uint64_t kept_bytes)
-    : segment_(segment), writer_(writer), rings_(segment.ring_count()) {
+Drainer::Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes,
+                 const std::unordered_set<uint32_t>& known_pids)
+    : segment_(segment), writer_(writer), sink_(sink), rings_(segment.ring_count()),
+      anchored_pids_(known_pids) {
   SegmentHeader& h = segment.header();
   // This file is now the segment's output; a new file starts with nothing committed.
   h.output_dev = writer.dev();
@@ -110,18 +121,7 @@ Drainer::Drainer(const Segment& segment, UringWriter& writer, const std::string&
   h.commit_offset.store(kept_bytes, std::memory_order_relaxed);
   no_ring_reported_ = h.no_ring_reported;
   vfork_reported_ = h.vfork_reported;
-  if (kept_bytes != 0 && !kept_path.empty()) {
-    // The kept prefix already holds anchors for some pids: one anchor per pid per file.
-    std::ifstream in(kept_path, std::ios::binary);
-    std::string line;
-    uint64_t offset = 0;
-    while (offset < kept_bytes && std::getline(in, line)) {
-      offset += line.size() + 1;
-      const size_t at = line.find("[CLOCK_ANCHOR] v=1 pid=");
-      if (at != std::string::npos)
-        anchored_pids_.insert(static_cast<uint32_t>(std::strtoul(line.c_str() + at + 23, nullptr, 10)));
-    }
-  }
+  record_room_ = 4 * sink.max_event_bytes();
 }
 
 Drainer::~Drainer() = default;
@@ -139,12 +139,14 @@ Buffer* Drainer::take_buffer() {
       b->failed = false;
       b->sync = false;
       b->file_end = 0;
+      b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
       return b;
     }
     if (buffers_.size() < kMaxBuffers) {
       auto b = std::make_unique<Buffer>();
       b->data = std::make_unique<char[]>(kBufferBytes);
       b->capacity = kBufferBytes;
+      b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
     }
@@ -176,11 +178,12 @@ void Drainer::submit_current() {
   dirty_.clear();
   Buffer* b = current_;
   current_ = nullptr;
+  sink_.end_buffer(b->data.get(), b->len);
   writer_.submit(b);
 }
 
 void Drainer::flush_partial() {
-  if (current_ != nullptr && (current_->len > 0 || !dirty_.empty())) submit_current();
+  if (current_ != nullptr && (current_->len > frame_bytes_ || !dirty_.empty())) submit_current();
   while (Buffer* b = writer_.take_done(0)) apply(b);
 }
 
@@ -203,27 +206,31 @@ void Drainer::apply(Buffer* b) {
       j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
                             t.free_after ? 1u : 0u, 0};
     }
+    SPANRING_TEST_POINT("drainer_written_not_committed");
     h.journal_count = n;
     h.journal_end = b->file_end;
     const uint64_t seq = h.journal_seq.load(std::memory_order_relaxed);
     // release: the entries above are complete before a restarted drainer sees the odd seq.
     h.journal_seq.store(seq + 1, std::memory_order_release);
+    SPANRING_TEST_POINT("drainer_journal_pending");
     for (uint32_t i = 0; i < n; ++i) {
       apply_entry(segment_, j[i]);
       if (j[i].free_after != 0) rings_[j[i].ring] = RingState{};
+      if (i == 0) SPANRING_TEST_POINT("drainer_journal_half_applied");
     }
     if (b->no_ring_reported != 0) h.no_ring_reported = b->no_ring_reported;
     if (b->vfork_reported != 0) h.vfork_reported = b->vfork_reported;
     h.commit_offset.store(b->file_end, std::memory_order_relaxed);
     h.journal_seq.store(seq + 2, std::memory_order_release);
+    SPANRING_TEST_POINT("drainer_committed");
     free_.push_back(b);
   }
 }
 
 void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
-                         const char* reason) {
-  char* p = reserve(kMaxLineBytes);
-  commit(format_drops(p, rs.pid, rs.tid, dropped, first, last, reason));
+                         DropReason reason) {
+  char* p = reserve(sink_.max_event_bytes());
+  commit(sink_.drops(p, rs.pid, rs.tid, dropped, first, last, reason));
   stats_.dropped += dropped;
 }
 
@@ -264,7 +271,7 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
   // only as far as the drop counter tells; the rest is unknowable in a corrupt ring).
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   const uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
-  drops_line(rs, lost, rs.next_seq, rs.next_seq + (lost ? lost - 1 : 0), "corrupt");
+  drops_line(rs, lost, rs.next_seq, rs.next_seq + (lost ? lost - 1 : 0), DropReason::kCorrupt);
   rs.drops_reported += lost;
   mark_dirty(index, rs);
 }
@@ -278,29 +285,15 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     std::memcpy(&o, &r.open[d], sizeof o);  // one read of shared memory, then checks
     if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
       break;  // published just before the kill: written, not unfinished
-    char name[kNameCap + 1];
-    size_t n = encode_name(o.name, o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes,
-                           name);
-    if (o.name_cut != 0 && n < kNameCap) name[n++] = '~';
-    if (n == 0) name[n++] = '?';
-    char* p = reserve(kMaxLineBytes);
-    char* const start = p;
-    p += std::snprintf(p, kMaxLineBytes,
-                       "[SPANRING_UNFINISHED] v=1 pid=%u tid=%u inv=%llu depth=%u name=%.*s "
-                       "ts=%llu reason=owner_died\n",
-                       rs.pid, rs.tid, static_cast<unsigned long long>(o.inv), d,
-                       static_cast<int>(n), name, static_cast<unsigned long long>(o.ts_ns));
-    commit(static_cast<size_t>(p - start));
+    const size_t n = o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes;
+    char* p = reserve(sink_.max_event_bytes());
+    commit(sink_.unfinished(p, rs.pid, rs.tid, o.inv, d, std::string_view(o.name, n),
+                            o.name_cut != 0, o.ts_ns));
     ++stats_.unfinished;
   }
   if (depth > described && depth <= (1u << 20)) {
-    char* p = reserve(kMaxLineBytes);
-    char* const start = p;
-    p += std::snprintf(p, kMaxLineBytes,
-                       "[SPANRING_UNFINISHED] v=1 pid=%u tid=%u undescribed=%u "
-                       "reason=owner_died_deeper_than_%u\n",
-                       rs.pid, rs.tid, depth - described, kOpenSpanMax);
-    commit(static_cast<size_t>(p - start));
+    char* p = reserve(sink_.max_event_bytes());
+    commit(sink_.undescribed(p, rs.pid, rs.tid, depth - described));
     stats_.unfinished += depth - described;
   }
 }
@@ -312,7 +305,7 @@ void Drainer::finish_owner(uint32_t index, RingState& rs) {
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   if (drops > rs.drops_reported) {
     const uint64_t n = drops - rs.drops_reported;
-    drops_line(rs, n, rs.next_seq, rs.next_seq + n - 1, "ring_full");
+    drops_line(rs, n, rs.next_seq, rs.next_seq + n - 1, DropReason::kRingFull);
     rs.next_seq += n;
     rs.drops_reported = drops;
   }
@@ -357,18 +350,18 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       quarantine(index, rs, why);
       return;
     }
-    char* p = reserve(kRecordRoom);
+    char* p = reserve(record_room_);
     char* const start = p;
     const RecordHeader& h = rec.header;
     if (h.seq > rs.next_seq) {
       // A gap: the producer found the ring full for these records.
       const uint64_t n = h.seq - rs.next_seq;
-      p += format_drops(p, rs.pid, rs.tid, n, rs.next_seq, h.seq - 1, "ring_full");
+      p += sink_.drops(p, rs.pid, rs.tid, n, rs.next_seq, h.seq - 1, DropReason::kRingFull);
       stats_.dropped += n;
       rs.drops_reported += n;
     }
     if (h.flags & kRecordInvalid) {
-      p += format_drops(p, rs.pid, rs.tid, 1, h.seq, h.seq, "invalid");
+      p += sink_.drops(p, rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid);
       stats_.dropped += 1;
     } else {
       if (anchored_pids_.insert(rs.pid).second) {
@@ -381,9 +374,16 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
           wall -= mono - h.ts_ns;
           mono = h.ts_ns;
         }
-        p += format_anchor(p, rs.pid, rs.tid, mono, wall);
+        p += sink_.process(p, rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid));
       }
-      p += format_span(p, rs.pid, rs.tid, rec);
+      if (!rs.announced) {
+        rs.announced = true;
+        const RingHeader& r = segment_.ring(index);
+        char name[sizeof r.thread_name];
+        std::memcpy(name, r.thread_name, sizeof name);  // one read, then bounded by its size
+        p += sink_.thread(p, rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name)));
+      }
+      p += sink_.span(p, rs.pid, rs.tid, rec);
       ++current_->records;
       ++stats_.written;
       rs.last_ts = h.ts_ns;
@@ -410,13 +410,13 @@ void Drainer::report_segment_drops() {
   const RingState none{};  // pid=0 tid=0: not attributable to a ring
   const uint64_t no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
   if (no_ring > no_ring_reported_) {
-    drops_line(none, no_ring - no_ring_reported_, 0, 0, "no_ring");
+    drops_line(none, no_ring - no_ring_reported_, 0, 0, DropReason::kNoRing);
     no_ring_reported_ = no_ring;
     current_->no_ring_reported = no_ring;
   }
   const uint64_t vfork = h.vfork_drops.load(std::memory_order_relaxed);
   if (vfork > vfork_reported_) {
-    drops_line(none, vfork - vfork_reported_, 0, 0, "vfork");
+    drops_line(none, vfork - vfork_reported_, 0, 0, DropReason::kVfork);
     vfork_reported_ = vfork;
     current_->vfork_reported = vfork;
   }
@@ -449,7 +449,7 @@ void Drainer::check_owners() {
       rs.died = true;
     }
   }
-  reserve(2 * kMaxLineBytes);
+  reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
 }
 
@@ -457,7 +457,7 @@ bool Drainer::finish(bool owners_gone) {
   while (Buffer* b = writer_.take_done(0)) apply(b);
   if (!owners_gone) check_owners();
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
-  reserve(2 * kMaxLineBytes);
+  reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
   submit_current();
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.

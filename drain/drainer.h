@@ -18,6 +18,7 @@
 #pragma once
 
 #include "ring_reader.h"
+#include "sink.h"
 #include "uring_writer.h"
 
 #include <spanring/segment.h>
@@ -62,10 +63,12 @@ uint64_t recover(const Segment& segment, const std::string& out_path);
 
 class Drainer {
  public:
-  // `segment` and `writer` must outlive the Drainer. `kept_path`, `kept_bytes`: the output file
-  // and the committed prefix the writer kept (from recover()); its anchors are not repeated.
-  Drainer(const Segment& segment, UringWriter& writer, const std::string& kept_path = {},
-          uint64_t kept_bytes = 0);
+  // `segment`, `writer` and `sink` must outlive the Drainer.
+  // `sink` is the output format. `kept_path`, `kept_bytes`: the output file and the committed
+  // prefix the writer kept (from recover()); processes already announced there (anchors) are
+  // recognised by `known_pids`, which the caller reads from that prefix.
+  Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes = 0,
+          const std::unordered_set<uint32_t>& known_pids = {});
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
@@ -106,6 +109,7 @@ class Drainer {
     uint64_t last_ts = 0;     // the last record read: its ts and depth, to tell an open-span
     uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
     bool has_last = false;
+    bool announced = false;   // the sink has had thread() for this owner
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
   };
 
@@ -122,10 +126,13 @@ class Drainer {
   void apply(Buffer* b);
   Buffer* take_buffer();
   void drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
-                  const char* reason);
+                  DropReason reason);
 
   const Segment& segment_;
   UringWriter& writer_;
+  Sink& sink_;
+  size_t frame_bytes_ = 0;   // what begin_buffer() writes: a buffer longer than this has events
+  size_t record_room_ = 0;   // room reserved per record: a drop, a process, a thread, a span
   std::vector<RingState> rings_;
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
   std::vector<std::unique_ptr<Buffer>> buffers_;  // every buffer we own

@@ -2,6 +2,7 @@
 //   spanring run [-o FILE] [--rings N] [--ring-records N] -- CMD [ARGS...]
 //   spanring drain --segment NAME -o FILE
 #include "drainer.h"
+#include "strace_format.h"
 #include "uring_writer.h"
 
 #include <spanring/segment.h>
@@ -22,6 +23,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <unordered_set>
 #include <random>
 #include <string>
 #include <thread>
@@ -110,6 +114,31 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
                static_cast<unsigned long long>(s.unfinished),
                static_cast<unsigned long long>(s.processes),
                static_cast<unsigned long long>(s.threads));
+  if (s.unwritten != 0)
+    std::fprintf(stderr, "spanring: unwritten: %llu records were drained but could not be "
+                 "written to the file (see the error above)\n",
+                 static_cast<unsigned long long>(s.unwritten));
+  if (s.corrupt_rings != 0)
+    std::fprintf(stderr, "spanring: quarantined: %llu corrupt ring(s)\n",
+                 static_cast<unsigned long long>(s.corrupt_rings));
+}
+
+// The pids that already have an anchor in the first `bytes` bytes of a [STRACE] file (the part
+// a previous drainer committed): one anchor per pid per file.
+std::unordered_set<uint32_t> known_pids(const std::string& path, uint64_t bytes) {
+  std::unordered_set<uint32_t> pids;
+  if (bytes == 0) return pids;
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  uint64_t offset = 0;
+  static constexpr std::string_view kAnchor = "[CLOCK_ANCHOR] v=1 pid=";
+  while (offset < bytes && std::getline(in, line)) {
+    offset += line.size() + 1;
+    const size_t at = line.find(kAnchor);
+    if (at != std::string::npos)
+      pids.insert(static_cast<uint32_t>(std::strtoul(line.c_str() + at + kAnchor.size(), nullptr, 10)));
+  }
+  return pids;
 }
 
 std::string absolute(const std::string& path) {
@@ -157,7 +186,8 @@ int cmd_run(const std::string& out_path, const SegmentOptions& opts,
   }
   g_child = child;
 
-  Drainer drainer(segment, writer);
+  spanring::TextSink sink;
+  Drainer drainer(segment, writer, sink);
   int status = 0;
   bool child_done = false;
   bool all_done = false;
@@ -197,7 +227,8 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path) {
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
   install_stop_handlers();
-  Drainer drainer(segment, writer, out_path, keep);
+  spanring::TextSink sink;
+  Drainer drainer(segment, writer, sink, keep, known_pids(out_path, keep));
   drain_loop(drainer, [] { return g_stop_signal != 0; });
   const bool ok = drainer.finish(false);
   print_summary(drainer, absolute(out_path), ok);

@@ -102,6 +102,53 @@ size_t format_drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped, uin
   return static_cast<size_t>(o.p - out);
 }
 
+const char* drop_reason_name(DropReason r) noexcept {
+  switch (r) {
+    case DropReason::kRingFull: return "ring_full";
+    case DropReason::kInvalid: return "invalid";
+    case DropReason::kNoRing: return "no_ring";
+    case DropReason::kCorrupt: return "corrupt";
+    case DropReason::kVfork: return "vfork";
+  }
+  return "unknown";
+}
+
+size_t format_unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
+                         std::string_view name, bool name_cut, uint64_t ts_ns) {
+  Out o{out};
+  o.str("[SPANRING_UNFINISHED] v=1 pid=");
+  o.dec(pid);
+  o.str(" tid=");
+  o.dec(tid);
+  o.str(" inv=");
+  o.dec(inv);
+  o.str(" depth=");
+  o.dec(depth);
+  o.str(" name=");
+  const size_t n = encode_name(name.data(), name.size(), o.p);
+  o.p += n;
+  if (name_cut && n < kNameCap && (n == 0 || o.p[-1] != '~')) o.str("~");
+  if (n == 0 && !name_cut) o.str("%3F");  // no name was recorded: `?`, encoded
+  o.str(" ts=");
+  o.dec(ts_ns);
+  o.str(" reason=owner_died\n");
+  return static_cast<size_t>(o.p - out);
+}
+
+size_t format_undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) {
+  Out o{out};
+  o.str("[SPANRING_UNFINISHED] v=1 pid=");
+  o.dec(pid);
+  o.str(" tid=");
+  o.dec(tid);
+  o.str(" undescribed=");
+  o.dec(count);
+  o.str(" reason=owner_died_deeper_than_");
+  o.dec(kOpenSpanMax);
+  o.str("\n");
+  return static_cast<size_t>(o.p - out);
+}
+
 bool is_device_span(const RecordCopy& rec) noexcept {
   const std::string_view attrs(rec.attrs(), rec.header.attrs_len);
   size_t at = 0;

@@ -1,6 +1,7 @@
 #include "uring_writer.h"
 
 #include <spanring/segment.h>
+#include <spanring/test_point.h>
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -212,6 +213,7 @@ void UringWriter::run() {
         continue;
       }
       if (!f.buffer->sync) {
+        SPANRING_TEST_POINT("writer_written_not_returned");
         good_end = f.offset + f.buffer->len;
         bytes_written_.store(good_end, std::memory_order_release);
       }

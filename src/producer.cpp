@@ -6,6 +6,7 @@
 #include <spanring/segment.h>
 #include <spanring/span.h>
 #include <spanring/spanring.h>
+#include <spanring/test_point.h>
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -203,6 +204,7 @@ bool claim_ring(ThreadState& t) noexcept {
     if (!r.state.compare_exchange_strong(expected, kRingClaiming, std::memory_order_acquire,
                                          std::memory_order_relaxed))
       continue;
+    SPANRING_TEST_POINT("producer_claim_started");
     r.owner_pid = p.pid;
     r.owner_tid = tid;
     r.generation += 1;
