@@ -168,9 +168,27 @@ bool attach_segment(const char* name) noexcept {
   return false;
 }
 
+// exec() keeps the pid (and its start time) but ends every thread of the old image, which
+// never released its rings. At load, before any thread of this image claims one, hand those
+// rings to the drainer as released so they are drained and freed now, not when the pid exits.
+void release_rings_of_previous_image() noexcept {
+  const ProcessState& p = g_process;
+  for (uint32_t i = 0; i < p.ring_count; ++i) {
+    RingHeader& r = p.rings[i];
+    if (r.state.load(std::memory_order_acquire) == kRingActive && r.owner_pid == p.pid &&
+        r.owner_start_time == p.start_time) {
+      uint32_t expected = kRingActive;
+      // release: the old image's last head happens-before the drainer's acquire of the state.
+      r.state.compare_exchange_strong(expected, kRingReleased, std::memory_order_release,
+                                      std::memory_order_relaxed);
+    }
+  }
+}
+
 __attribute__((constructor)) void attach_from_environment() {
   const char* name = std::getenv("SPANRING_SEGMENT");
-  if (name != nullptr && name[0] != '\0') attach_segment(name);
+  if (name != nullptr && name[0] != '\0' && attach_segment(name))
+    release_rings_of_previous_image();
 }
 
 // Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees it.
