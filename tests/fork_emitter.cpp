@@ -43,7 +43,7 @@
 namespace {
 
 constexpr int kParentThreads = 4;
-constexpr int kChildThreads = 3;  // the forking thread + 2 new ones
+constexpr int kChildThreads = 3;   // the forking thread + 2 new ones
 constexpr uint64_t kWarmup = 100;  // spans per parent thread before the first fork
 constexpr const char* kParentNames[kParentThreads] = {"fork.parent.t0", "fork.parent.t1",
                                                       "fork.parent.t2", "fork.parent.t3"};
@@ -130,8 +130,8 @@ void parent_thread(int index, const Options& o, Shared& sh) {
       if (w > 0) {
         ++reaped;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          sh.error += "child " + std::to_string(w) + " exited with status " +
-                      std::to_string(status) + "; ";
+          sh.error +=
+              "child " + std::to_string(w) + " exited with status " + std::to_string(status) + "; ";
         }
         continue;
       }
@@ -203,12 +203,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kParentThreads; ++i) {
     json += "\"" + std::string(kParentNames[i]) + "\": " + std::to_string(sh.counts[i]) + ", ";
   }
-  json += "\"" + std::string(kChildName) + "\": " +
-          std::to_string(sh.child_pids.size() * kChildThreads * o.child_spans) +
+  json += "\"" + std::string(kChildName) +
+          "\": " + std::to_string(sh.child_pids.size() * kChildThreads * o.child_spans) +
           "}, \"parent_tids\": {";
   for (int i = 0; i < kParentThreads; ++i) {
-    json += (i ? ", \"" : "\"") + std::string(kParentNames[i]) + "\": " +
-            std::to_string(sh.tids[i]);
+    json +=
+        (i ? ", \"" : "\"") + std::string(kParentNames[i]) + "\": " + std::to_string(sh.tids[i]);
   }
   json += "}}\n";
 

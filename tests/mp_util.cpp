@@ -27,8 +27,8 @@ namespace spanring_test {
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                     "/spanring-test-XXXXXX";
+  std::string tmpl =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/spanring-test-XXXXXX";
   REQUIRE_MESSAGE(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp(", tmpl,
                   "): ", std::string(std::strerror(errno)));
   path_ = tmpl;
@@ -45,7 +45,7 @@ TempDir::~TempDir() {
 
 std::string RunResult::describe() const {
   std::string s;
-  if (timed_out) s += "timed out and was killed; ";
+  if (timed_out) s += "timed out and was killed (" + cleanup + "); ";
   if (exit_code >= 0) {
     s += "exit status " + std::to_string(exit_code);
   } else if (term_signal != 0) {
@@ -148,6 +148,17 @@ RunResult run_process(const std::vector<std::string>& argv, int timeout_s) {
   }
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  if (result.timed_out) {
+    const std::string prefix = "spanring-" + std::to_string(pid) + "-";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && std::filesystem::remove(entry.path(), ec)) {
+        result.cleanup += "removed /dev/shm/" + name + " ";
+      }
+    }
+    if (result.cleanup.empty()) result.cleanup = "no segment of it left in /dev/shm";
+  }
   return result;
 }
 
@@ -205,14 +216,14 @@ std::optional<Summary> parse_summary(const std::string& stderr_text) {
   size_t pos = std::strlen("spanring: summary: ");
   const bool ok = read_kv(l, pos, "written", &s.written) && l.compare(pos, 1, " ") == 0 &&
                   read_kv(l, ++pos, "dropped", &s.dropped) && l.compare(pos, 1, " ") == 0 &&
-                  read_kv(l, ++pos, "unfinished", &s.unfinished) &&
-                  l.compare(pos, 1, " ") == 0 &&
-                  read_kv(l, ++pos, "processes", &s.processes) &&
-                  l.compare(pos, 1, " ") == 0 && read_kv(l, ++pos, "threads", &s.threads) &&
-                  pos == l.size();
+                  read_kv(l, ++pos, "unfinished", &s.unfinished) && l.compare(pos, 1, " ") == 0 &&
+                  read_kv(l, ++pos, "processes", &s.processes) && l.compare(pos, 1, " ") == 0 &&
+                  read_kv(l, ++pos, "threads", &s.threads) && pos == l.size();
   if (!ok) {
-    FAIL_CHECK("malformed summary line (want 'spanring: summary: written=N dropped=M "
-               "unfinished=U processes=P threads=T'): '", l, "'");
+    FAIL_CHECK(
+        "malformed summary line (want 'spanring: summary: written=N dropped=M "
+        "unfinished=U processes=P threads=T'): '",
+        l, "'");
     return std::nullopt;
   }
   return s;
@@ -301,32 +312,32 @@ void check_trace_invariants(const Trace& trace, const Summary& summary,
     if (a == anchor_of.end()) {
       if (bad_order++ == 0) {
         first_bad_order = "span of pid " + std::to_string(s.pid) + " (" + s.name +
-                         ") before any [CLOCK_ANCHOR] of that pid\n";
+                          ") before any [CLOCK_ANCHOR] of that pid\n";
       }
       continue;
     }
     if (!is_device_span(s) && s.ts < a->second->mono_ns) {
       if (bad_anchor_ts++ == 0) {
         first_bad_anchor_ts = "span " + s.name + " of pid " + std::to_string(s.pid) + " has ts " +
-                         std::to_string(s.ts) + " < anchor mono_ns " +
-                         std::to_string(a->second->mono_ns) + "\n";
+                              std::to_string(s.ts) + " < anchor mono_ns " +
+                              std::to_string(a->second->mono_ns) + "\n";
       }
     }
     if (s.prefix.present && !is_device_span(s) && s.prefix.mono_ns != s.ts + s.dur) {
       if (bad_prefix++ == 0) {
         first_bad_prefix = "span " + s.name + ": prefix mono_ns " +
-                         std::to_string(s.prefix.mono_ns) + " != ts + dur " +
-                         std::to_string(s.ts + s.dur) + " (the span's end)\n";
+                           std::to_string(s.prefix.mono_ns) + " != ts + dur " +
+                           std::to_string(s.ts + s.dur) + " (the span's end)\n";
       }
     }
   }
-  CHECK_MESSAGE(bad_order == 0, bad_order, " span(s) come before their pid's anchor; first: ",
-                first_bad_order);
-  CHECK_MESSAGE(bad_anchor_ts == 0, bad_anchor_ts,
-                " host span(s) start before their pid's anchor mono_ns; first: ",
-                first_bad_anchor_ts);
-  CHECK_MESSAGE(bad_prefix == 0, bad_prefix, " span(s) with a prefix E != ts + dur; first: ",
-                first_bad_prefix);
+  CHECK_MESSAGE(bad_order == 0, bad_order,
+                " span(s) come before their pid's anchor; first: ", first_bad_order);
+  CHECK_MESSAGE(
+      bad_anchor_ts == 0, bad_anchor_ts,
+      " host span(s) start before their pid's anchor mono_ns; first: ", first_bad_anchor_ts);
+  CHECK_MESSAGE(bad_prefix == 0, bad_prefix,
+                " span(s) with a prefix E != ts + dur; first: ", first_bad_prefix);
   for (const auto& [pid, anchor] : anchor_of) {
     CHECK_MESSAGE(pids_with_spans.count(pid) + trace.dropped_by_pid.count(pid) > 0,
                   "anchor for pid ", pid, " which has neither spans nor drops");

@@ -34,16 +34,21 @@ struct RunResult {
   int exit_code = -1;   // WEXITSTATUS, or -1 when not exited normally
   int term_signal = 0;  // WTERMSIG when killed by a signal
   bool timed_out = false;
-  std::string out;  // captured stdout
-  std::string err;  // captured stderr
+  std::string cleanup;           // what was removed after a timeout
+  std::string out;               // captured stdout
+  std::string err;               // captured stderr
   std::string describe() const;  // status and the captured stderr, for failure messages
 };
 
 // Runs argv[0] (a path, not searched in PATH) with the caller's environment minus
 // SPANRING_SEGMENT (a test is never itself traced), in its own process group. Waits for the
 // process and for both pipes to close (which also waits for descendants that keep them open).
-// After `timeout_s` seconds the whole process group is killed with SIGKILL and timed_out is set.
-RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 60);
+// After `timeout_s` seconds the whole process group is killed with SIGKILL and timed_out is set
+// (the default stays under meson's 60 s, so that a hang is reported with the captured stderr
+// rather than as a bare meson timeout). A killed `spanring run` cannot remove its segment, so
+// then /dev/shm/spanring-<pid>-* of the killed pid is removed too (best effort: that is the
+// drainer's naming scheme in drain/main.cpp).
+RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 40);
 
 // The path in environment variable `var` (set by tests/meson.build); fails the test when unset
 // or not an executable file.
@@ -69,7 +74,7 @@ std::optional<std::pair<uint64_t, std::string>> parse_wrote(const std::string& s
 // A parsed trace file with the per-pid facts the tests need.
 struct Trace {
   ParsedText text;
-  std::vector<SpanLine> spans;    // in file order
+  std::vector<SpanLine> spans;  // in file order
   std::vector<AnchorLine> anchors;
   std::vector<DropsLine> drops;
   std::map<std::string, uint64_t> count_by_name;  // encoded names

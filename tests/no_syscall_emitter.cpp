@@ -50,10 +50,10 @@ namespace {
 
 // Shared with the test through the report file; field order is the file format.
 struct Report {
-  volatile uint64_t trapped;        // syscalls trapped after the filter
-  volatile int64_t first_nr;        // number of the first trapped syscall, -1 = none
-  volatile uint64_t phase;          // 1 filter installed, 2 clock probed, 3 all spans emitted
-  volatile uint64_t emitted;        // spans emitted, the first one included
+  volatile uint64_t trapped;  // syscalls trapped after the filter
+  volatile int64_t first_nr;  // number of the first trapped syscall, -1 = none
+  volatile uint64_t phase;    // 1 filter installed, 2 clock probed, 3 all spans emitted
+  volatile uint64_t emitted;  // spans emitted, the first one included
 };
 Report g_local_report{0, -1, 0, 0};
 Report* g_report = &g_local_report;
@@ -99,8 +99,7 @@ int install_filter() {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
-  struct sock_fprog prog = {static_cast<unsigned short>(sizeof filter / sizeof filter[0]),
-                            filter};
+  struct sock_fprog prog = {static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     std::fprintf(stderr, "no_syscall_emitter: PR_SET_NO_NEW_PRIVS: %s\n", std::strerror(errno));
     return -1;
@@ -146,8 +145,7 @@ int main(int argc, char** argv) {
     }
     void* p = ::mmap(nullptr, sizeof(Report), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
-      std::fprintf(stderr, "no_syscall_emitter: mmap %s: %s\n", report_path,
-                   std::strerror(errno));
+      std::fprintf(stderr, "no_syscall_emitter: mmap %s: %s\n", report_path, std::strerror(errno));
       return 2;
     }
     ::close(fd);

@@ -52,7 +52,7 @@ FieldError check_field(std::string_view f, bool name) {
   if (name && f.empty()) return bad(0, "name is empty (a consumer drops such a record)");
   if (f.size() > cap) {
     return bad(cap, std::string(what) + " is " + std::to_string(f.size()) +
-                              " encoded bytes, more than the cap of " + std::to_string(cap));
+                        " encoded bytes, more than the cap of " + std::to_string(cap));
   }
   for (size_t i = 0; i < f.size(); ++i) {
     const auto b = static_cast<unsigned char>(f[i]);
@@ -62,13 +62,13 @@ FieldError check_field(std::string_view f, bool name) {
       }
       if (!is_upper_hex(f[i + 1]) || !is_upper_hex(f[i + 2])) {
         return bad(i, std::string(what) + ": escape '" + printable(f.substr(i, 3)) +
-                                "' is not '%' + two UPPERCASE hex digits");
+                          "' is not '%' + two UPPERCASE hex digits");
       }
       const auto escaped =
           static_cast<unsigned char>(hex_value(f[i + 1]) * 16 + hex_value(f[i + 2]));
       if (copied_as_is(escaped, name)) {
         return bad(i, std::string(what) + ": escape '" + std::string(f.substr(i, 3)) +
-                                "' stands for a byte the encoding copies as is");
+                          "' stands for a byte the encoding copies as is");
       }
       if (escaped == 0) {
         return bad(i, std::string(what) + ": escape '%00' (input ends at the first NUL)");
@@ -85,8 +85,8 @@ FieldError check_field(std::string_view f, bool name) {
     if (!copied_as_is(b, name)) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "0x%02X", b);
-      return bad(i, std::string(what) + ": byte " + buf + " ('" +
-                              printable(f.substr(i, 1)) + "') must be escaped as %XX");
+      return bad(i, std::string(what) + ": byte " + buf + " ('" + printable(f.substr(i, 1)) +
+                        "') must be escaped as %XX");
     }
   }
   return {};
@@ -243,8 +243,9 @@ bool span_fields(Cursor& c, SpanLine* s) {
   if (!c.decimal("ts", &s->ts) || !c.literal(" ")) return false;
   if (!c.decimal("dur", &s->dur)) return false;
   if (c.at_end()) {
-    return c.fail(c.pos(), "missing space after the dur value (a line without attributes "
-                           "still ends 'dur=<n> ' then LF)");
+    return c.fail(c.pos(),
+                  "missing space after the dur value (a line without attributes "
+                  "still ends 'dur=<n> ' then LF)");
   }
   if (!c.literal(" ")) return false;
   const size_t attrs_at = c.pos();
@@ -295,8 +296,7 @@ std::string check_attrs_field(std::string_view field) {
 std::string decode_field(std::string_view f) {
   std::string out;
   for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] == '%' && i + 2 < f.size() && hex_value(f[i + 1]) >= 0 &&
-        hex_value(f[i + 2]) >= 0) {
+    if (f[i] == '%' && i + 2 < f.size() && hex_value(f[i + 1]) >= 0 && hex_value(f[i + 2]) >= 0) {
       out += static_cast<char>(hex_value(f[i + 1]) * 16 + hex_value(f[i + 2]));
       i += 2;
     } else {
@@ -353,8 +353,9 @@ ParseResult parse_line(std::string_view line) {
     SpanLine& s = r.line.span;
     if (strace_at != 0) {
       if (body.substr(0, kPrefixStart.size()) != kPrefixStart) {
-        return failed_at(0, "text before [STRACE] that is not the '[mono_ns=<E>][T0x<P>]"
-                            "[TIMING] emit_host_span: ' prefix");
+        return failed_at(0,
+                         "text before [STRACE] that is not the '[mono_ns=<E>][T0x<P>]"
+                         "[TIMING] emit_host_span: ' prefix");
       }
       if (!prefix(c, &s.prefix) || !c.literal(kSpanTag)) return failed(c);
       if (c.pos() != strace_at + kStraceMarker.size() + 1) {
@@ -372,8 +373,9 @@ ParseResult parse_line(std::string_view line) {
     r.line.kind = LineKind::kAnchor;
     AnchorLine& a = r.line.anchor;
     if (anchor_at == 0 || body.substr(0, kPrefixStart.size()) != kPrefixStart) {
-      return failed_at(0, "[CLOCK_ANCHOR] line without the required '[mono_ns=<E>][T0x<P>]"
-                          "[TIMING] clock_anchor: ' prefix");
+      return failed_at(0,
+                       "[CLOCK_ANCHOR] line without the required '[mono_ns=<E>][T0x<P>]"
+                       "[TIMING] clock_anchor: ' prefix");
     }
     if (!prefix(c, &a.prefix) || !c.literal(kAnchorTag)) return failed(c);
     if (!c.literal("v=1 ")) return failed(c);

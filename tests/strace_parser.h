@@ -53,7 +53,7 @@ struct SpanLine {
   uint64_t inv = 0;
   uint64_t hid = 0;
   uint64_t depth = 0;
-  std::string name;   // encoded, as in the line
+  std::string name;  // encoded, as in the line
   uint64_t ts = 0;
   uint64_t dur = 0;
   std::string attrs;  // encoded, as in the line, without the separating space; may be empty

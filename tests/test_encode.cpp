@@ -55,8 +55,8 @@ std::string reference_encode(Field field, const std::string& in) {
     if (b == 0) break;
     const bool copy = b >= 0x20 && b <= 0x7e && b != '%' && b != '[' && b != ']' &&
                       !(name && (b == ' ' || b == '='));
-    const std::string unit = copy ? std::string(1, static_cast<char>(b))
-                                  : std::string{'%', kHex[b >> 4], kHex[b & 15]};
+    const std::string unit =
+        copy ? std::string(1, static_cast<char>(b)) : std::string{'%', kHex[b >> 4], kHex[b & 15]};
     if (out.size() + unit.size() > cap) {
       if (out.size() == cap) out.resize(out.size() - last_unit);
       out += '~';
@@ -108,11 +108,10 @@ std::vector<GoldenRow> load_golden() {
     // empty, and is never trimmed).
     const size_t t1 = line.find('\t');
     const size_t t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
-    REQUIRE_MESSAGE((t2 != std::string::npos && line.find('\t', t2 + 1) == std::string::npos),
-                    path, ":", line_no, ": not three tab-separated fields");
+    REQUIRE_MESSAGE((t2 != std::string::npos && line.find('\t', t2 + 1) == std::string::npos), path,
+                    ":", line_no, ": not three tab-separated fields");
     const std::string kind = line.substr(0, t1);
-    REQUIRE_MESSAGE((kind == "name" || kind == "attrs"), path, ":", line_no, ": kind '", kind,
-                    "'");
+    REQUIRE_MESSAGE((kind == "name" || kind == "attrs"), path, ":", line_no, ": kind '", kind, "'");
     rows.push_back({line_no, kind == "name" ? Field::kName : Field::kAttrs,
                     from_hex(line.substr(t1 + 1, t2 - t1 - 1)), line.substr(t2 + 1)});
   }
@@ -185,8 +184,8 @@ TEST_CASE("random inputs encode exactly as the spec's reference encoder does") {
   // A fixed seed: the test is deterministic; the mix favours bytes that need escaping, NULs and
   // lengths around both caps.
   std::mt19937_64 rng(0x5ba7215eedULL);
-  const char kInteresting[] = {' ', '=', '%', '[', ']', '~', '\n', '\t', '\x7f', '\x80', '\xff',
-                               'a', 'z', '0', ':', '.'};
+  const char kInteresting[] = {' ',    '=',    '%',    '[', ']', '~', '\n', '\t',
+                               '\x7f', '\x80', '\xff', 'a', 'z', '0', ':',  '.'};
   for (int i = 0; i < 20000; ++i) {
     const size_t len = rng() % 260;
     std::string in(len, '\0');
@@ -227,4 +226,4 @@ TEST_CASE("random inputs encode exactly as the spec's reference encoder does") {
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("unit")

@@ -48,12 +48,12 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
 
   std::vector<std::string> argv = {spanring, "run", "-o", out, "--", emitter, "--out", json_path};
   if (stress()) {
-    for (const char* a : {"--children", "8", "--child-spans", "20000", "--parent-cap", "200000",
-                          "--tight", "1"}) {
+    for (const char* a :
+         {"--children", "8", "--child-spans", "20000", "--parent-cap", "200000", "--tight", "1"}) {
       argv.emplace_back(a);
     }
   }
-  const RunResult run = run_process(argv, stress() ? 240 : 60);
+  const RunResult run = run_process(argv, stress() ? 240 : 40);
   INFO("spanring run: ", run.describe());
   REQUIRE_FALSE(run.timed_out);
   REQUIRE(run.exit_code == 0);
@@ -91,8 +91,8 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
     if (counter++ == 0) first_problem += what + "\n";
   };
   for (const SpanLine& s : trace.spans) {
-    const std::string where = s.name + " pid=" + std::to_string(s.pid) +
-                              " tid=" + std::to_string(s.tid);
+    const std::string where =
+        s.name + " pid=" + std::to_string(s.pid) + " tid=" + std::to_string(s.tid);
     if (s.name == "fork.child") {
       if (child_pids.count(s.pid) == 0) {
         problem(wrong_pid, where + ": fork.child from a pid that is not a child" +
@@ -161,15 +161,15 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
   for (const auto& [name, count] : emitted.at("counts").items()) {
     emitted_total += count.get<uint64_t>();
   }
-  CHECK_MESSAGE(summary->written + summary->dropped == emitted_total,
-                "written ", summary->written, " + dropped ", summary->dropped, " != emitted ",
-                emitted_total);
+  CHECK_MESSAGE(summary->written + summary->dropped == emitted_total, "written ", summary->written,
+                " + dropped ", summary->dropped, " != emitted ", emitted_total);
   if (!stress()) {
     // Default sizes: no thread emits more than a ring holds, so nothing may be lost.
-    CHECK_MESSAGE(summary->dropped == 0,
-                  "the drainer reported ", summary->dropped, " dropped records, but no thread "
+    CHECK_MESSAGE(summary->dropped == 0, "the drainer reported ", summary->dropped,
+                  " dropped records, but no thread "
                   "of the emitter publishes more than 3000 of its ring's 4096 slots: a drop "
-                  "here is a spanring bug (see the [SPANRING_DROPS] lines in ", out, ")");
+                  "here is a spanring bug (see the [SPANRING_DROPS] lines in ",
+                  out, ")");
     for (const auto& [name, count] : emitted.at("counts").items()) {
       const uint64_t got = trace.count(name);
       CHECK_MESSAGE(got == count.get<uint64_t>(), name, ": ", got, " records written, ",
@@ -184,9 +184,8 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
     // Per owner: written + dropped == emitted.
     for (const auto& [owner, list] : seqs) {
       const std::string& name = name_of_owner[owner];
-      const uint64_t want = name == "fork.child"
-                                ? per_child_thread
-                                : emitted.at("counts").at(name).get<uint64_t>();
+      const uint64_t want =
+          name == "fork.child" ? per_child_thread : emitted.at("counts").at(name).get<uint64_t>();
       CHECK_MESSAGE(list.size() + dropped_by_owner[owner] == want, "pid ", owner.first, " tid ",
                     owner.second, " (", name, "): written ", list.size(), " + dropped ",
                     dropped_by_owner[owner], " != emitted ", want);
@@ -194,4 +193,4 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
   }
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("mp")

@@ -72,4 +72,4 @@ TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
   CHECK(trace.anchors.size() == l3_pids.size() + chip_pids.size());
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("mp")

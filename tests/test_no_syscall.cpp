@@ -43,15 +43,24 @@ std::string syscall_name(int64_t nr) {
     const char* name;
   };
   static const Known kKnown[] = {
-      {SYS_clock_gettime, "clock_gettime"}, {SYS_gettid, "gettid"},
-      {SYS_getpid, "getpid"},               {SYS_write, "write"},
-      {SYS_read, "read"},                   {SYS_futex, "futex"},
-      {SYS_mmap, "mmap"},                   {SYS_munmap, "munmap"},
-      {SYS_madvise, "madvise"},             {SYS_sched_yield, "sched_yield"},
-      {SYS_nanosleep, "nanosleep"},         {SYS_clock_nanosleep, "clock_nanosleep"},
-      {SYS_prctl, "prctl"},                 {SYS_openat, "openat"},
-      {SYS_close, "close"},                 {SYS_rt_sigprocmask, "rt_sigprocmask"},
-      {SYS_getrandom, "getrandom"},         {SYS_mprotect, "mprotect"},
+      {SYS_clock_gettime, "clock_gettime"},
+      {SYS_gettid, "gettid"},
+      {SYS_getpid, "getpid"},
+      {SYS_write, "write"},
+      {SYS_read, "read"},
+      {SYS_futex, "futex"},
+      {SYS_mmap, "mmap"},
+      {SYS_munmap, "munmap"},
+      {SYS_madvise, "madvise"},
+      {SYS_sched_yield, "sched_yield"},
+      {SYS_nanosleep, "nanosleep"},
+      {SYS_clock_nanosleep, "clock_nanosleep"},
+      {SYS_prctl, "prctl"},
+      {SYS_openat, "openat"},
+      {SYS_close, "close"},
+      {SYS_rt_sigprocmask, "rt_sigprocmask"},
+      {SYS_getrandom, "getrandom"},
+      {SYS_mprotect, "mprotect"},
   };
   for (const Known& k : kKnown) {
     if (k.nr == nr) return std::to_string(nr) + " (" + k.name + ")";
@@ -61,8 +70,8 @@ std::string syscall_name(int64_t nr) {
 
 Report read_report(const std::string& path) {
   const std::string bytes = read_file(path);
-  REQUIRE_MESSAGE(bytes.size() >= sizeof(Report), "report file ", path, " holds ",
-                  bytes.size(), " bytes");
+  REQUIRE_MESSAGE(bytes.size() >= sizeof(Report), "report file ", path, " holds ", bytes.size(),
+                  " bytes");
   Report r{};
   std::memcpy(&r, bytes.data(), sizeof r);
   return r;
@@ -70,8 +79,8 @@ Report read_report(const std::string& path) {
 
 std::string describe(const Report& r) {
   return "trapped syscalls: " + std::to_string(r.trapped) +
-         (r.trapped != 0 ? ", first: " + syscall_name(r.first_nr) : std::string()) +
-         "; phase " + std::to_string(r.phase) + " (1 filtered, 2 clock probed, 3 all emitted)" +
+         (r.trapped != 0 ? ", first: " + syscall_name(r.first_nr) : std::string()) + "; phase " +
+         std::to_string(r.phase) + " (1 filtered, 2 clock probed, 3 all emitted)" +
          "; spans emitted: " + std::to_string(r.emitted);
 }
 
@@ -92,7 +101,7 @@ EmitterRun run_emitter(const TempDir& tmp, std::vector<std::string> spanring_opt
   argv.insert(argv.end(), spanring_options.begin(), spanring_options.end());
   argv.insert(argv.end(), {"--", emitter, "--count", std::to_string(kSpans), "--report", report});
   argv.insert(argv.end(), emitter_options.begin(), emitter_options.end());
-  e.run = run_process(argv);
+  e.run = run_process(argv, 20);  // each run takes ~1 s; three runs fit meson's timeout
   REQUIRE_FALSE_MESSAGE(e.run.timed_out, e.run.describe());
   if (e.run.exit_code == kExitSkip) {
     std::fprintf(stderr,
@@ -117,13 +126,14 @@ void check_emitter_trace(const EmitterRun& e, bool allow_drops) {
   std::set<uint64_t> pids;
   for (const SpanLine& s : trace.spans) pids.insert(s.pid);
   for (const DropsLine& d : trace.drops) pids.insert(d.pid);
-  REQUIRE_MESSAGE(pids.size() == 1, "records from ", pids.size(), " pids, expected the "
+  REQUIRE_MESSAGE(pids.size() == 1, "records from ", pids.size(),
+                  " pids, expected the "
                   "emitter's only");
   const uint64_t pid = *pids.begin();
   const uint64_t written = trace.spans.size();
   const uint64_t dropped = trace.dropped_total;
-  MESSAGE("pid ", pid, ": written ", written, ", dropped ", dropped, " (",
-          trace.drops.size(), " drop lines)");
+  MESSAGE("pid ", pid, ": written ", written, ", dropped ", dropped, " (", trace.drops.size(),
+          " drop lines)");
   CHECK_MESSAGE(written + dropped == kRecords, "written ", written, " + dropped ", dropped,
                 " != ", kRecords, " emitted");
   for (const DropsLine& d : trace.drops) {
@@ -132,8 +142,8 @@ void check_emitter_trace(const EmitterRun& e, bool allow_drops) {
     CHECK_MESSAGE(d.first_seq <= d.last_seq, "drop range ", d.first_seq, "..", d.last_seq);
   }
   if (!allow_drops) {
-    CHECK_MESSAGE(dropped == 0, dropped, " records dropped although the ring holds all ",
-                  kRecords, " records (2 slots each)");
+    CHECK_MESSAGE(dropped == 0, dropped, " records dropped although the ring holds all ", kRecords,
+                  " records (2 slots each)");
     CHECK(trace.count("nosys.first") == 1);
     CHECK(trace.count("nosys.span") == kSpans / 2);
     CHECK(trace.count("nosys.c") == kSpans / 2);
@@ -152,8 +162,7 @@ TEST_CASE("after its first record a thread emits 100,000 spans without a single 
   INFO("spanring run: ", e.run.describe());
   INFO("emitter: ", describe(e.report));
   CHECK_MESSAGE(e.report.trapped == 0, "the emitter made ", e.report.trapped,
-                " syscall(s) after its first record; first: ",
-                syscall_name(e.report.first_nr));
+                " syscall(s) after its first record; first: ", syscall_name(e.report.first_nr));
   REQUIRE(e.run.exit_code == 0);
   CHECK(e.report.phase == 3);
   CHECK(e.report.emitted == kRecords);
@@ -182,4 +191,4 @@ TEST_CASE("the trap counter catches a syscall: one getpid after the filter makes
   CHECK(e.report.phase == 3);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("mp")

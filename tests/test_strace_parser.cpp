@@ -224,8 +224,10 @@ TEST_CASE("a line without LF, with CR, or of 512 bytes or more is rejected") {
   rejected("");
   // Leading zeros keep ts == 1 while making the line exactly as long as wanted.
   const auto line_of = [](size_t size) {
-    const std::string head = "[mono_ns=1][T0x1][TIMING] emit_host_span: [STRACE] v=1 pid=1 tid=1 "
-                             "inv=0 hid=0 depth=0 name=" + std::string(64, 'n') + " ts=";
+    const std::string head =
+        "[mono_ns=1][T0x1][TIMING] emit_host_span: [STRACE] v=1 pid=1 tid=1 "
+        "inv=0 hid=0 depth=0 name=" +
+        std::string(64, 'n') + " ts=";
     const std::string tail = "1 dur=1 k=" + std::string(190, 'v') + "\n";
     REQUIRE(head.size() + tail.size() <= size);
     return head + std::string(size - head.size() - tail.size(), '0') + tail;
@@ -257,13 +259,13 @@ TEST_CASE("raw bytes that the encoding escapes are rejected in names and attrs")
 
 TEST_CASE("escapes must be % with two uppercase hex digits for a byte that needs escaping") {
   CHECK(parse_line(with(kBare, "name=a.b", "name=a%0Ab%C3%A9")).ok());
-  rejected(with(kBare, "name=a.b", "name=a%0ab"));   // lowercase digit
-  rejected(with(kBare, "name=a.b", "name=a%0"));     // cut escape
-  rejected(with(kBare, "k=v", "k=v%"));               // cut escape at the end
-  rejected(with(kBare, "name=a.b", "name=a%41"));    // 'A' is copied as is, never escaped
-  rejected(with(kBare, "name=a.b", "name=a%00"));    // input ends at NUL: never encoded
-  rejected(with(kBare, "k=v", "k=%20"));              // space is raw in attrs
-  rejected(with(kBare, "k=v", "k=%3D"));              // = is raw in attrs
+  rejected(with(kBare, "name=a.b", "name=a%0ab"));  // lowercase digit
+  rejected(with(kBare, "name=a.b", "name=a%0"));    // cut escape
+  rejected(with(kBare, "k=v", "k=v%"));             // cut escape at the end
+  rejected(with(kBare, "name=a.b", "name=a%41"));   // 'A' is copied as is, never escaped
+  rejected(with(kBare, "name=a.b", "name=a%00"));   // input ends at NUL: never encoded
+  rejected(with(kBare, "k=v", "k=%20"));            // space is raw in attrs
+  rejected(with(kBare, "k=v", "k=%3D"));            // = is raw in attrs
   CHECK(parse_line(with(kBare, "name=a.b", "name=a%20%3D")).ok());  // but escaped in names
 }
 
@@ -310,4 +312,4 @@ TEST_CASE("field checks work on their own and point into the field") {
   CHECK(check_attrs_field("a=1  b=2").find("byte 4:") == 0);
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("unit")
