@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -152,7 +153,17 @@ Segment& Segment::operator=(Segment&& o) noexcept {
 
 Segment::~Segment() { delete static_cast<bip::mapped_region*>(region_); }
 
-void Segment::leak() noexcept { region_ = nullptr; }
+void Segment::leak() noexcept {
+  // Kept reachable from static storage: the mapping lives until the process ends, and leak
+  // checkers (LeakSanitizer) see a root rather than a lost allocation. A process attaches a
+  // handful of times at most; past the table's size the pointer is simply dropped.
+  static std::atomic<void*> kept[16];
+  for (auto& slot : kept) {
+    void* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, region_, std::memory_order_relaxed)) break;
+  }
+  region_ = nullptr;
+}
 
 RingHeader& Segment::ring(uint32_t i) const noexcept {
   return reinterpret_cast<RingHeader*>(base_ + header().rings_offset)[i];
