@@ -490,19 +490,16 @@ void Span::append(std::string_view text) noexcept {
   attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
 }
 
-Span& Span::attr(std::string_view key, uint64_t value) noexcept {
-  if (name_ == nullptr) return *this;
-  char buf[22];
+void Span::append_uint(std::string_view key, uint64_t value) noexcept {
+  char buf[21];
+  buf[0] = '=';
   if (attrs_len_ != 0) append(" ");
   append(key);
-  buf[0] = '=';
   append({buf, 1 + format_u64(value, buf + 1)});
-  return *this;
 }
 
-Span& Span::attr(std::string_view key, int64_t value) noexcept {
-  if (name_ == nullptr) return *this;
-  char buf[23];
+void Span::append_int(std::string_view key, int64_t value) noexcept {
+  char buf[22];
   uint32_t n = 0;
   buf[n++] = '=';
   uint64_t mag = static_cast<uint64_t>(value);
@@ -514,16 +511,13 @@ Span& Span::attr(std::string_view key, int64_t value) noexcept {
   if (attrs_len_ != 0) append(" ");
   append(key);
   append({buf, n});
-  return *this;
 }
 
-Span& Span::attr(std::string_view key, std::string_view value) noexcept {
-  if (name_ == nullptr) return *this;
+void Span::append_text(std::string_view key, std::string_view value) noexcept {
   if (attrs_len_ != 0) append(" ");
   append(key);
   append("=");
   append(value);
-  return *this;
 }
 
 }  // namespace spanring

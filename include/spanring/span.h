@@ -86,10 +86,24 @@ class Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
-  Span& attr(std::string_view key, int64_t value) noexcept;
-  Span& attr(std::string_view key, uint64_t value) noexcept;
+  // Each attr() is an inline check and, only while recording, a call into the library: a
+  // span on a process with tracing disabled costs no call at all.
+  Span& attr(std::string_view key, int64_t value) noexcept {
+    if (name_ != nullptr) append_int(key, value);
+    return *this;
+  }
+  Span& attr(std::string_view key, uint64_t value) noexcept {
+    if (name_ != nullptr) append_uint(key, value);
+    return *this;
+  }
   Span& attr(std::string_view key, int value) noexcept { return attr(key, int64_t{value}); }
   Span& attr(std::string_view key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
+  Span& attr(std::string_view key, long value) noexcept {
+    return attr(key, static_cast<int64_t>(value));
+  }
+  Span& attr(std::string_view key, unsigned long value) noexcept {
+    return attr(key, static_cast<uint64_t>(value));
+  }
   Span& attr(std::string_view key, long long value) noexcept {
     return attr(key, static_cast<int64_t>(value));
   }
@@ -97,7 +111,10 @@ class Span {
     return attr(key, static_cast<uint64_t>(value));
   }
   // Text value; it should hold no space (a space separates tokens in [STRACE]).
-  Span& attr(std::string_view key, std::string_view value) noexcept;
+  Span& attr(std::string_view key, std::string_view value) noexcept {
+    if (name_ != nullptr) append_text(key, value);
+    return *this;
+  }
   Span& attr(std::string_view key, const char* value) noexcept {
     return attr(key, std::string_view{value ? value : ""});
   }
@@ -109,6 +126,9 @@ class Span {
   void begin(const char* name) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
+  void append_int(std::string_view key, int64_t value) noexcept;
+  void append_uint(std::string_view key, uint64_t value) noexcept;
+  void append_text(std::string_view key, std::string_view value) noexcept;
 
   const char* name_ = nullptr;  // null: tracing was disabled at construction
   int64_t ts_ns_ = 0;
