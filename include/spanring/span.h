@@ -98,12 +98,6 @@ class Span {
   }
   Span& attr(std::string_view key, int value) noexcept { return attr(key, int64_t{value}); }
   Span& attr(std::string_view key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
-  Span& attr(std::string_view key, long value) noexcept {
-    return attr(key, static_cast<int64_t>(value));
-  }
-  Span& attr(std::string_view key, unsigned long value) noexcept {
-    return attr(key, static_cast<uint64_t>(value));
-  }
   Span& attr(std::string_view key, long long value) noexcept {
     return attr(key, static_cast<int64_t>(value));
   }
