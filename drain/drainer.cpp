@@ -179,6 +179,7 @@ void Drainer::submit_current() {
   Buffer* b = current_;
   current_ = nullptr;
   sink_.end_buffer(b->data.get(), b->len);
+  ++in_flight_;
   writer_.submit(b);
 }
 
@@ -187,7 +188,14 @@ void Drainer::flush_partial() {
   while (Buffer* b = writer_.take_done(0)) apply(b);
 }
 
+bool Drainer::wait_for_write(int64_t timeout_us) {
+  if (in_flight_ == 0) return false;
+  if (Buffer* b = writer_.take_done(timeout_us)) apply(b);
+  return true;
+}
+
 void Drainer::apply(Buffer* b) {
+  --in_flight_;
   if (b->failed) {
     // The records are not in the file: they were counted as written when formatted.
     stats_.written -= b->records;
@@ -395,6 +403,10 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     rs.read += h.slots;
     mark_dirty(index, rs);
   }
+  // The producer gets room back only when the buffer holding these records is committed: once
+  // half of its ring waits on this buffer, send the buffer now rather than when it is full (a
+  // ring can hold less than one buffer of text).
+  if (rs.read - r.tail.load(std::memory_order_relaxed) >= view.capacity / 2) submit_current();
   if (rs.gone) finish_owner(index, rs);
 }
 
@@ -463,6 +475,7 @@ bool Drainer::finish(bool owners_gone) {
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
   Buffer marker;
   marker.sync = true;
+  ++in_flight_;
   writer_.submit(&marker);
   for (;;) {
     Buffer* b = writer_.take_done(100000);

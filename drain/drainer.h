@@ -82,6 +82,10 @@ class Drainer {
   void check_owners();
   // Hands the partly filled buffer to the writer (call when idle, so the file does not lag).
   void flush_partial();
+  // When buffers are on their way to the file, waits up to `timeout_us` for one to come back
+  // and commits it (its rings' tails advance, so producers get room) and returns true; returns
+  // false at once when nothing is in flight. An idle drainer waits here instead of sleeping.
+  bool wait_for_write(int64_t timeout_us);
   // Final drain: `owners_gone` = every producer process has exited (then every ring is drained
   // to its head, its trailing drops and open spans reported, and freed). Waits for every buffer
   // to be written and committed, fsyncs. Returns false when a write or fsync failed.
@@ -138,6 +142,7 @@ class Drainer {
   std::vector<std::unique_ptr<Buffer>> buffers_;  // every buffer we own
   std::vector<Buffer*> free_;
   Buffer* current_ = nullptr;
+  uint64_t in_flight_ = 0;  // buffers handed to the writer and not yet back
   std::unordered_set<uint32_t> anchored_pids_;
   std::unordered_set<uint32_t> pids_;
   std::unordered_set<uint64_t> threads_;

@@ -58,18 +58,22 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// Idle back-off: busy while there is work, then sleeps doubling from 50 us to 4 ms, so an idle
-// drainer wakes ~250 times a second (near 0% CPU) and a burst waits at most 4 ms to be seen.
+// Idle back-off: busy while there is work, then waits doubling from 50 us to 10 ms, so an idle
+// drainer wakes ~100 times a second (well under 1% of a core) and a burst waits at most 10 ms
+// to be seen (a default ring holds thousands of records, far more than 10 ms of a busy
+// thread's spans at the rates that matter). While writes are in flight the wait is for the
+// writer to hand a buffer back, so that tails advance as soon as the bytes are in the file.
 class Backoff {
  public:
-  void reset() noexcept { sleep_us_ = 0; }
-  void idle() noexcept {
-    sleep_us_ = sleep_us_ == 0 ? 50 : std::min<int64_t>(sleep_us_ * 2, 4000);
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+  void reset() noexcept { wait_us_ = 0; }
+  void idle(Drainer& drainer) {
+    wait_us_ = wait_us_ == 0 ? 50 : std::min<int64_t>(wait_us_ * 2, 10000);
+    if (!drainer.wait_for_write(wait_us_))
+      std::this_thread::sleep_for(std::chrono::microseconds(wait_us_));
   }
 
  private:
-  int64_t sleep_us_ = 0;
+  int64_t wait_us_ = 0;
 };
 
 std::string unique_segment_name() {
@@ -97,7 +101,7 @@ void drain_loop(Drainer& drainer, Done&& done) {
       continue;
     }
     drainer.flush_partial();
-    backoff.idle();
+    backoff.idle(drainer);
   }
 }
 
