@@ -279,7 +279,7 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
   // only as far as the drop counter tells; the rest is unknowable in a corrupt ring).
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   const uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
-  drops_line(rs, lost, rs.next_seq, rs.next_seq + (lost ? lost - 1 : 0), DropReason::kCorrupt);
+  if (lost != 0) drops_line(rs, lost, rs.next_seq, rs.next_seq + lost - 1, DropReason::kCorrupt);
   rs.drops_reported += lost;
   mark_dirty(index, rs);
 }
@@ -435,7 +435,6 @@ void Drainer::report_segment_drops() {
 }
 
 void Drainer::check_owners() {
-  std::unordered_map<uint32_t, uint64_t> start_times;  // one /proc read per pid per check
   for (uint32_t i = 0; i < rings_.size(); ++i) {
     RingState& rs = rings_[i];
     RingHeader& r = segment_.ring(i);
@@ -453,10 +452,9 @@ void Drainer::check_owners() {
     }
     rs.claiming_seen = 0;
     if (!rs.owned || rs.gone || rs.quarantined) continue;
-    auto it = start_times.find(rs.pid);
-    if (it == start_times.end()) it = start_times.emplace(rs.pid, process_start_time(rs.pid)).first;
-    // A pid that no longer exists, or exists with another start time, is a dead owner.
-    if (it->second != rs.start_time) {
+    // An owner thread that exited without releasing its ring, or whose process is gone (or
+    // whose pid now names another process), is a dead owner.
+    if (!thread_alive(rs.pid, rs.tid, rs.start_time)) {
       rs.gone = true;
       rs.died = true;
     }

@@ -125,10 +125,29 @@ size_t format_unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, ui
   o.str(" depth=");
   o.dec(depth);
   o.str(" name=");
-  const size_t n = encode_name(name.data(), name.size(), o.p);
+  // The ring kept only the name's first bytes. Encode them unit by unit under the cap; if they
+  // did not all fit, or the name went on past them, mark the cut exactly as the [STRACE] spec
+  // does: at the cap, drop the whole last unit, then `~`.
+  size_t n = 0;
+  size_t last_unit = 0;
+  bool cut = name_cut;
+  for (size_t i = 0; i < name.size() && name[i] != '\0'; ++i) {
+    char unit[3];
+    const size_t u = encode_name(&name[i], 1, unit);
+    if (n + u > kNameCap) {
+      cut = true;
+      break;
+    }
+    std::memcpy(o.p + n, unit, u);
+    n += u;
+    last_unit = u;
+  }
+  if (cut) {
+    if (n == kNameCap) n -= last_unit;
+    o.p[n++] = '~';
+  }
   o.p += n;
-  if (name_cut && n < kNameCap && (n == 0 || o.p[-1] != '~')) o.str("~");
-  if (n == 0 && !name_cut) o.str("%3F");  // no name was recorded: `?`, encoded
+  if (n == 0) o.str("%3F");  // no name was recorded: `?`, encoded
   o.str(" ts=");
   o.dec(ts_ns);
   o.str(" reason=owner_died\n");

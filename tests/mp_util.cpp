@@ -352,7 +352,7 @@ void check_trace_invariants(const Trace& trace, const Summary& summary,
   std::set<std::pair<uint64_t, uint64_t>> owners;
   for (const SpanLine& s : trace.spans) owners.emplace(s.pid, s.tid);
   for (const DropsLine& d : trace.drops) {
-    if (d.reason == "no_ring") continue;  // segment-wide, no owner
+    if (d.pid == 0 && d.tid == 0) continue;  // segment-wide (no_ring, vfork): no owner
     owner_pids.insert(d.pid);
     owners.emplace(d.pid, d.tid);
   }

@@ -91,4 +91,10 @@ std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes);
 // after the pid is reused.
 uint64_t process_start_time(uint32_t pid) noexcept;
 
+// True while thread `tid` of process `pid` runs, where `start_time` is the process start time
+// recorded when the thread took its ring (so a reused pid is not mistaken for the owner). A
+// process whose main thread exited while others run is alive; the owner is gone once its own
+// thread has exited or the process is gone. Async-signal-safe.
+bool thread_alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept;
+
 }  // namespace spanring
