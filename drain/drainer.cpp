@@ -242,6 +242,39 @@ void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, 
   stats_.dropped += dropped;
 }
 
+std::pair<uint64_t, uint64_t> Drainer::process_anchor(const RingState& rs,
+                                                      const RecordCopy& first) const {
+  // The anchor's mono_ns must be <= every span start of the pid. The producer lowers its
+  // process' anchor (in every ring it writes afterwards) before publishing an explicit record
+  // that starts earlier, so take the lowest pair among the pid's rings, and the first record's
+  // start if it is lower still, keeping the (mono, wall) offset. Shared memory is untrusted: a
+  // pair with wall < mono is ignored.
+  uint64_t mono = rs.anchor_mono;
+  uint64_t wall = rs.anchor_wall;
+  for (uint32_t i = 0; i < rings_.size(); ++i) {
+    auto& r = const_cast<RingHeader&>(segment_.ring(i));
+    // acquire: pairs with the claim's release of kRingActive, after the owner fields.
+    const uint32_t state = r.state.load(std::memory_order_acquire);
+    if ((state != kRingActive && state != kRingReleased) || r.owner_pid != rs.pid ||
+        r.owner_start_time != rs.start_time)
+      continue;
+    // relaxed: the producer's release of head, which we acquired for the first record, orders
+    // its anchor stores; for other rings either pair is a valid anchor.
+    const uint64_t m = std::atomic_ref(r.anchor_mono_ns).load(std::memory_order_relaxed);
+    const uint64_t w = std::atomic_ref(r.anchor_wall_ns).load(std::memory_order_relaxed);
+    if (m < mono && w >= m) {
+      mono = m;
+      wall = w;
+    }
+  }
+  const uint64_t ts = first.header.ts_ns;
+  if (ts < mono && !is_device_span(first) && mono - ts <= wall) {
+    wall -= mono - ts;
+    mono = ts;
+  }
+  return {mono, wall};
+}
+
 void Drainer::adopt_owner(uint32_t index, RingState& rs) {
   const RingHeader& r = segment_.ring(index);
   rs = RingState{};
@@ -368,20 +401,17 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       stats_.dropped += n;
       rs.drops_reported += n;
     }
+    uint64_t seqs = 1;  // sequence numbers this record takes
     if (h.flags & kRecordInvalid) {
       p += sink_.drops(p, rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid);
       stats_.dropped += 1;
+    } else if (h.flags & kRecordReentrant) {
+      seqs = h.dur_ns;  // 1..kReentrantMarkerMax, checked by read_record
+      p += sink_.drops(p, rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1, DropReason::kReentrant);
+      stats_.dropped += seqs;
     } else {
       if (anchored_pids_.insert(rs.pid).second) {
-        // mono_ns must be <= the pid's first span start; a span begun before the process
-        // attached (or before a fork) may start earlier than the process' anchor, so move the
-        // anchor back to it, keeping the (mono, wall) pair's offset.
-        uint64_t mono = rs.anchor_mono;
-        uint64_t wall = rs.anchor_wall;
-        if (h.ts_ns < mono && !is_device_span(rec) && mono - h.ts_ns <= wall) {
-          wall -= mono - h.ts_ns;
-          mono = h.ts_ns;
-        }
+        const auto [mono, wall] = process_anchor(rs, rec);
         p += sink_.process(p, rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid));
       }
       if (!rs.announced) {
@@ -399,7 +429,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       rs.has_last = true;
     }
     commit(static_cast<size_t>(p - start));
-    rs.next_seq = h.seq + 1;
+    rs.next_seq = h.seq + seqs;
     rs.read += h.slots;
     mark_dirty(index, rs);
   }

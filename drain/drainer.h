@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace spanring {
@@ -119,6 +120,8 @@ class Drainer {
 
   void drain_ring(uint32_t index, bool final_pass);
   void adopt_owner(uint32_t index, RingState& rs);
+  // The clock anchor to announce for rs.pid, whose first record is `first` (see drainer.cpp).
+  std::pair<uint64_t, uint64_t> process_anchor(const RingState& rs, const RecordCopy& first) const;
   void finish_owner(uint32_t index, RingState& rs);
   void report_unfinished(uint32_t index, RingState& rs);
   void report_segment_drops();

@@ -27,9 +27,12 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
           std::to_string(h.slots) + ")";
     return ReadStatus::kCorrupt;
   }
-  if ((h.flags & ~kRecordInvalid) != 0 ||
-      ((h.flags & kRecordInvalid) != 0 && (h.name_len != 0 || h.attrs_len != 0)) ||
-      ((h.flags & kRecordInvalid) == 0 && h.name_len == 0)) {
+  // At most one marker bit; a marker carries no payload, a span has a name.
+  const uint16_t marker = h.flags & kRecordFlagsKnown;
+  if ((h.flags & ~kRecordFlagsKnown) != 0 || (marker & (marker - 1)) != 0 ||
+      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0)) ||
+      (marker == 0 && h.name_len == 0) ||
+      ((marker & kRecordReentrant) != 0 && (h.dur_ns == 0 || h.dur_ns > kReentrantMarkerMax))) {
     why = "record at slot " + std::to_string(pos) + " has bad flags " + std::to_string(h.flags);
     return ReadStatus::kCorrupt;
   }
@@ -47,6 +50,12 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
     const uint32_t n = total - done < kSlotBytes ? total - done : kSlotBytes;
     std::memcpy(out.payload + done, ring.slots + ((pos + s) & mask) * kSlotBytes, n);
     done += n;
+  }
+  // The producer measures names with strnlen: a NUL inside one is corruption. (Attributes may
+  // hold a NUL from a string_view value; the encoder ends them there, as the spec says.)
+  if (std::memchr(out.payload, 0, h.name_len) != nullptr) {
+    why = "record at slot " + std::to_string(pos) + " has a NUL byte inside its name";
+    return ReadStatus::kCorrupt;
   }
   return ReadStatus::kRecord;
 }

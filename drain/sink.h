@@ -26,6 +26,7 @@ enum class DropReason : uint8_t {
   kNoRing = 3,
   kCorrupt = 4,
   kVfork = 5,
+  kReentrant = 6,
 };
 const char* drop_reason_name(DropReason r) noexcept;
 

@@ -109,6 +109,7 @@ const char* drop_reason_name(DropReason r) noexcept {
     case DropReason::kNoRing: return "no_ring";
     case DropReason::kCorrupt: return "corrupt";
     case DropReason::kVfork: return "vfork";
+    case DropReason::kReentrant: return "reentrant";
   }
   return "unknown";
 }
@@ -169,15 +170,7 @@ size_t format_undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count)
 }
 
 bool is_device_span(const RecordCopy& rec) noexcept {
-  const std::string_view attrs(rec.attrs(), rec.header.attrs_len);
-  size_t at = 0;
-  while ((at = attrs.find("clk=dev", at)) != std::string_view::npos) {
-    const bool starts = at == 0 || attrs[at - 1] == ' ';
-    const bool ends = at + 7 == attrs.size() || attrs[at + 7] == ' ' || attrs[at + 7] == '\0';
-    if (starts && ends) return true;
-    at += 7;
-  }
-  return false;
+  return is_device_attrs(std::string_view(rec.attrs(), rec.header.attrs_len));
 }
 
 }  // namespace spanring

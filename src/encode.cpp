@@ -63,4 +63,15 @@ size_t encode_attrs(const char* in, size_t len, char* out) noexcept {
   return encode(in, len, out, kAttrsCap, kAttrsCopy);
 }
 
+bool is_device_attrs(std::string_view attrs) noexcept {
+  size_t at = 0;
+  while ((at = attrs.find("clk=dev", at)) != std::string_view::npos) {
+    const bool starts = at == 0 || attrs[at - 1] == ' ';
+    const bool ends = at + 7 == attrs.size() || attrs[at + 7] == ' ';
+    if (starts && ends) return true;
+    at += 7;
+  }
+  return false;
+}
+
 }  // namespace spanring

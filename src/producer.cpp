@@ -3,6 +3,7 @@
 // Hot path (write_record and everything it calls after a thread's first record): no syscall,
 // no lock, no allocation; it touches the thread's own ring slots and the producer line of its
 // ring header, and reads the drainer's tail only when the ring looks full.
+#include <spanring/encode.h>
 #include <spanring/segment.h>
 #include <spanring/span.h>
 #include <spanring/spanring.h>
@@ -135,7 +136,8 @@ void on_fork_child() noexcept {
   t.reentrant_drops.store(0, std::memory_order_relaxed);
   g_process.pid = static_cast<uint32_t>(::getpid());
   g_process.start_time = process_start_time(g_process.pid);
-  take_anchor(g_process);
+  // The clock anchor stays the parent's: CLOCK_MONOTONIC is system-wide, and the spans the child
+  // inherited began after the parent attached, so they are not before it.
   if (g_process.key_ok) pthread_setspecific(g_process.release_key, nullptr);
 }
 
@@ -227,8 +229,9 @@ bool claim_ring(ThreadState& t) noexcept {
     r.owner_tid = tid;
     r.generation += 1;
     r.owner_start_time = p.start_time;
-    r.anchor_mono_ns = p.anchor_mono_ns;
-    r.anchor_wall_ns = p.anchor_wall_ns;
+    // relaxed: lower_anchor() may change the process' pair concurrently; either pair is valid.
+    r.anchor_mono_ns = std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed);
+    r.anchor_wall_ns = std::atomic_ref(g_process.anchor_wall_ns).load(std::memory_order_relaxed);
     copy_thread_name(r.thread_name);
     // relaxed: both written before the drainer's kRingFree release, which our CAS acquired.
     t.head = r.head.load(std::memory_order_relaxed);
@@ -278,12 +281,48 @@ void put_payload(const ThreadState& t, uint64_t first, uint32_t pos, const char*
   }
 }
 
-void count_drop(ThreadState& t) noexcept {
-  t.seq += 1;  // the dropped record's sequence number is never published: a gap
-  t.drops += 1;
+// Whether `need` slots are free in the owner's ring; rereads the drainer's tail only when the
+// cached one says the ring is full, so the producer touches the drainer's cache line rarely.
+bool has_room(ThreadState& t, uint32_t need) noexcept {
+  const uint64_t cap = t.mask + 1;
+  if (t.head + need - t.tail_cached <= cap) return true;
+  // acquire: pairs with the drainer's release of tail, made after it finished reading the
+  // slots below tail, so our writes to them cannot race its reads.
+  t.tail_cached = t.ring->tail.load(std::memory_order_acquire);
+  return t.head + need - t.tail_cached <= cap;
+}
+
+// `n` records found the ring full.
+void count_drops(ThreadState& t, uint32_t n) noexcept {
+  t.seq += n;  // the dropped records' sequence numbers are never published: a gap
+  t.drops += n;
   // release: the drainer pairs its acquire of drops with its acquire of head to attribute the
   // gap; only the owner writes drops, so a store of the private copy suffices.
   t.ring->drops.store(t.drops, std::memory_order_release);
+}
+
+// Publishes a kRecordReentrant marker for `n` records a signal handler emitted while this thread
+// was inside write_record; when the ring is full they are ring_full drops instead.
+void publish_reentrant_marker(ThreadState& t, uint32_t n) noexcept {
+  if (!has_room(t, 1)) {
+    count_drops(t, n);
+    return;
+  }
+  auto* rec = reinterpret_cast<RecordHeader*>(t.slots + (t.head & t.mask) * kSlotBytes);
+  rec->seq = t.seq;
+  rec->ts_ns = 0;
+  rec->dur_ns = n;
+  rec->inv = 0;
+  rec->hid = 0;
+  rec->depth = 0;
+  rec->name_len = 0;
+  rec->attrs_len = 0;
+  rec->slots = 1;
+  rec->flags = kRecordReentrant;
+  t.head += 1;
+  t.seq += n;
+  // release: the marker's bytes are visible to the drainer's acquire of head.
+  t.ring->head.store(t.head, std::memory_order_release);
 }
 
 // Writes one record into the calling thread's ring. name_len/attrs_len are already bounded to
@@ -299,8 +338,8 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
       return false;
     }
     // A signal handler interrupted this thread inside write_record: the ring is SPSC and the
-    // interrupted writer owns the slots, so this record is dropped and counted by the
-    // interrupted writer when it finishes.
+    // interrupted writer owns the slots, so this record is dropped; the interrupted writer
+    // publishes a kRecordReentrant marker for it when it finishes.
     t.reentrant_drops.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -324,14 +363,8 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
   }
   const uint32_t payload = name_len + attrs_len;
   const uint32_t need = record_slots(payload);
-  const uint64_t cap = t.mask + 1;
-  if (t.head + need - t.tail_cached > cap) {
-    // acquire: pairs with the drainer's release of tail, made after it finished reading the
-    // slots below tail, so our writes to them cannot race its reads.
-    t.tail_cached = t.ring->tail.load(std::memory_order_acquire);
-  }
-  if (t.head + need - t.tail_cached > cap) {
-    count_drop(t);
+  if (!has_room(t, need)) {
+    count_drops(t, 1);
   } else {
     auto* rec = reinterpret_cast<RecordHeader*>(t.slots + (t.head & t.mask) * kSlotBytes);
     rec->seq = t.seq;
@@ -352,15 +385,42 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
     t.ring->head.store(t.head, std::memory_order_release);
     stored = true;
   }
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t.busy = 0;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
+  // handler that runs between the last check and busy = 0 is caught by the check after it.
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
-  if (t.reentrant_drops.load(std::memory_order_relaxed) != 0) {
+  for (;;) {
     const uint32_t n = t.reentrant_drops.exchange(0, std::memory_order_relaxed);
-    for (uint32_t i = 0; i < n; ++i) count_drop(t);
+    if (n != 0) publish_reentrant_marker(t, n);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t.busy = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (t.reentrant_drops.load(std::memory_order_relaxed) == 0) break;
+    t.busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
   }
   return stored;
+}
+
+// A caller-supplied start before the process' clock anchor (a span begun before attach, or a
+// timestamp taken elsewhere): [STRACE] consumers convert ts to wall time only from the anchor on,
+// and later explicit records may start earlier still. So the anchor moves to the clock's origin,
+// (mono 0, wall - mono): the same offset, valid for every host timestamp. Written to the process
+// and to the caller's ring before the record is published, so the drainer, which announces a
+// process when it reads its first record, sees it. Device spans (clk=dev) are on another clock.
+void lower_anchor(const char* attrs, uint32_t attrs_len) noexcept {
+  if (attrs != nullptr && is_device_attrs(std::string_view(attrs, attrs_len))) return;
+  std::atomic_ref mono(g_process.anchor_mono_ns);
+  std::atomic_ref wall(g_process.anchor_wall_ns);
+  // relaxed: both pairs are valid anchors; the record's release of head orders the ring's copy.
+  const uint64_t m = mono.load(std::memory_order_relaxed);
+  const uint64_t w = wall.load(std::memory_order_relaxed);
+  if (m == 0 || w < m) return;
+  wall.store(w - m, std::memory_order_relaxed);
+  mono.store(0, std::memory_order_relaxed);
+  if (RingHeader* r = t_state.ring) {
+    std::atomic_ref(r->anchor_wall_ns).store(w - m, std::memory_order_relaxed);
+    std::atomic_ref(r->anchor_mono_ns).store(0, std::memory_order_relaxed);
+  }
 }
 
 uint32_t bounded_len(const char* s, uint32_t max) noexcept {
@@ -405,15 +465,23 @@ bool attach(const char* segment_name) noexcept {
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
-  return emit_checked(name, inv, hid, depth, ts_ns, dur_ns, attrs,
-                      bounded_len(attrs, kAttrsRawMax));
+  const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
+  // relaxed: a hint; lower_anchor() rechecks.
+  if (ts_ns >= 0 && static_cast<uint64_t>(ts_ns) <
+                        std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed))
+    lower_anchor(attrs, attrs_len);
+  return emit_checked(name, inv, hid, depth, ts_ns, dur_ns, attrs, attrs_len);
 }
 
 bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
   const ThreadState& t = t_state;
-  return emit_checked(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs,
-                      bounded_len(attrs, kAttrsRawMax));
+  const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
+  // relaxed: a hint; lower_anchor() rechecks.
+  if (ts_ns >= 0 && static_cast<uint64_t>(ts_ns) <
+                        std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed))
+    lower_anchor(attrs, attrs_len);
+  return emit_checked(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs, attrs_len);
 }
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace spanring {
 
@@ -21,5 +22,9 @@ size_t encode_name(const char* in, size_t len, char* out) noexcept;
 // The same for attributes, where space and = stay raw (they are the k=v grammar); the cap is
 // kAttrsCap (192) encoded bytes, and out must have room for 192 bytes. Returns 0..192.
 size_t encode_attrs(const char* in, size_t len, char* out) noexcept;
+
+// Whether raw attributes hold the token `clk=dev` (a space-separated key=value pair): the
+// span's ts is on a device clock, not CLOCK_MONOTONIC (shared/strace-format.md). Pure.
+bool is_device_attrs(std::string_view attrs) noexcept;
 
 }  // namespace spanring

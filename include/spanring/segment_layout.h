@@ -83,6 +83,13 @@ inline constexpr uint32_t kInitReady = 2;
 // and published it as a one-slot drop marker: it consumes a sequence number and is reported as a
 // drop with reason `invalid`, never as a [STRACE] line.
 inline constexpr uint16_t kRecordInvalid = 1u << 0;
+// A signal handler emitted records while its thread was inside a record write (the ring is SPSC,
+// so the handler cannot write): the interrupted write, once done, publishes this one-slot marker.
+// dur_ns = the number of such records (1..2^32), which take sequence numbers seq..seq+dur_ns-1;
+// reported as a drop with reason `reentrant`. name_len == attrs_len == 0.
+inline constexpr uint16_t kRecordReentrant = 1u << 1;
+inline constexpr uint16_t kRecordFlagsKnown = kRecordInvalid | kRecordReentrant;
+inline constexpr uint64_t kReentrantMarkerMax = 0xffffffffu;
 
 // First slot of every record. Explicit-width fields only; padding is explicit.
 struct RecordHeader {
@@ -92,7 +99,7 @@ struct RecordHeader {
   uint64_t inv;        // invocation id, 0 = none
   uint64_t hid;        // callable hash, 0 = none
   uint32_t depth;      // nesting depth, 0 = outermost
-  uint16_t name_len;   // raw name bytes stored, 0..kNameRawMax (0 only with kRecordInvalid)
+  uint16_t name_len;   // raw name bytes stored, 1..kNameRawMax (0 only in drop markers)
   uint16_t attrs_len;  // raw attribute bytes stored, 0..kAttrsRawMax
   uint16_t slots;      // slots this record occupies, 1..kMaxRecordSlots
   uint16_t flags;      // kRecord* bits
@@ -166,8 +173,7 @@ struct alignas(64) RingHeader {
 
   // ---- line 1: producer-owned.
   std::atomic<uint64_t> head;   // slots published (monotonic, wraps at 2^64)
-  std::atomic<uint64_t> drops;  // records this owner dropped (ring full, or a signal handler's
-                                // record while the thread was inside a write)
+  std::atomic<uint64_t> drops;  // records this owner dropped because the ring was full
   std::atomic<uint32_t> open_depth;  // Spans open on the owner thread (entries in open[])
   uint8_t reserved1[44];
 
