@@ -1,6 +1,11 @@
 // spanring: the drainer CLI.
-//   spanring run [-o FILE] [--rings N] [--ring-records N] -- CMD [ARGS...]
-//   spanring drain --segment NAME -o FILE
+//   spanring run [-o FILE] [--format strace|binary] [--rings N] [--ring-records N] -- CMD [ARGS...]
+//   spanring drain --segment NAME -o FILE [--format strace|binary]
+//   spanring convert FILE --to strace|chrome [-o OUT]
+//   spanring report FILE [--json] [-o OUT]
+#include "binary_format.h"
+#include "convert.h"
+#include "convert_tee.h"
 #include "drainer.h"
 #include "strace_format.h"
 #include "uring_writer.h"
@@ -24,6 +29,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 #include <random>
@@ -145,6 +152,43 @@ std::unordered_set<uint32_t> known_pids(const std::string& path, uint64_t bytes)
   return pids;
 }
 
+// The format of the first bytes of a file a previous drainer wrote: "binary" or "strace".
+std::string kept_format(const std::string& path) {
+  char head[sizeof spanring::kTraceMagic] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(head, sizeof head);
+  return spanring::is_binary_trace(std::string_view(head, static_cast<size_t>(in.gcount())))
+             ? "binary"
+             : "strace";
+}
+
+// The drainer's sink: the output format, seen through a TeeSink when --also-strace asks for a
+// [STRACE] copy of the same events in a second file.
+struct SinkChoice {
+  spanring::TextSink text;
+  std::optional<spanring::BinarySink> binary;
+  std::unique_ptr<UringWriter> also_writer;
+  std::optional<spanring::TeeSink> tee;
+
+  SinkChoice(const std::string& format, const std::string& also_path, bool file_header = true,
+             uint64_t first_block = 0) {
+    if (format == "binary") binary.emplace(file_header, first_block);
+    if (!also_path.empty()) {
+      also_writer = std::make_unique<UringWriter>(also_path, 8);
+      tee.emplace(base(), *also_writer);
+    }
+  }
+  spanring::Sink& base() {
+    return binary ? static_cast<spanring::Sink&>(*binary) : static_cast<spanring::Sink&>(text);
+  }
+  spanring::Sink& sink() { return tee ? static_cast<spanring::Sink&>(*tee) : base(); }
+  // After Drainer::finish(): the --also-strace file is complete and fsynced.
+  bool finish() { return tee ? tee->finish() : true; }
+  const char* label() const {
+    return binary ? "spanring binary trace, docs/binary-format.md" : "[STRACE] text";
+  }
+};
+
 std::string absolute(const std::string& path) {
   if (!path.empty() && path[0] == '/') return path;
   char cwd[4096];
@@ -152,17 +196,18 @@ std::string absolute(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
-int cmd_run(const std::string& out_path, const SegmentOptions& opts,
-            const std::vector<std::string>& cmd) {
+int cmd_run(const std::string& out_path, const std::string& format, const std::string& also_path,
+            const SegmentOptions& opts, const std::vector<std::string>& cmd) {
   // Output and io_uring first: if either fails, the command is not started.
   UringWriter writer(out_path, 8);
+  SinkChoice choice(format, also_path);
   const std::string name = unique_segment_name();
   Segment segment = Segment::create(name, opts);
   DrainerLock lock(segment);
   std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
-               "with: spanring drain --segment %s -o %s\n",
+               "with: spanring drain --segment %s -o %s%s\n",
                name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
-               absolute(out_path).c_str());
+               absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
 
   // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
   // every process that may still write into the segment.
@@ -190,8 +235,7 @@ int cmd_run(const std::string& out_path, const SegmentOptions& opts,
   }
   g_child = child;
 
-  spanring::TextSink sink;
-  Drainer drainer(segment, writer, sink);
+  Drainer drainer(segment, writer, choice.sink());
   int status = 0;
   bool child_done = false;
   bool all_done = false;
@@ -211,30 +255,58 @@ int cmd_run(const std::string& out_path, const SegmentOptions& opts,
     }
     return child_done && all_done;
   });
-  const bool ok = drainer.finish(true);
+  bool ok = drainer.finish(true);
+  ok = choice.finish() && ok;
   Segment::remove(name);
-  std::fprintf(stderr, "spanring: trace: %s ([STRACE] text)\n", absolute(out_path).c_str());
+  std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
   print_summary(drainer, absolute(out_path), ok);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
 }
 
-int cmd_drain(const std::string& segment_name, const std::string& out_path) {
+int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
+              const std::string& also_path) {
+  // First: a SIGTERM while we open the segment and recover the file must not kill us between
+  // recovery steps; it is seen by the drain loop, which then drains once and stops.
+  install_stop_handlers();
   Segment segment = Segment::open(segment_name);
   DrainerLock lock(segment);
   // A drainer killed before us may have left a commit half done and a tail of uncommitted
   // bytes in the file: finish the commit and keep only the committed bytes.
   const uint64_t keep = spanring::recover(segment, out_path);
+  // A kept prefix decides the format (no --format: follow it); a file is never half text,
+  // half binary.
+  if (keep != 0) {
+    const std::string kept = kept_format(out_path);
+    if (format.empty()) format = kept;
+    if (format != kept)
+      throw spanring::Error("cannot resume " + absolute(out_path) + " as " + format +
+                                ": its committed part is " + kept +
+                                "; resume with --format " + kept + " or write another file",
+                            EINVAL, out_path);
+  }
+  if (format.empty()) format = "strace";
+  // The processes already announced in the kept part (one anchor / process event per pid per
+  // file) and, for binary, the next block number.
+  std::unordered_set<uint32_t> pids;
+  uint64_t next_block = 0;
+  if (format == "binary" && keep != 0) {
+    spanring::BinaryPrefix prefix = spanring::scan_binary_prefix(out_path, keep);
+    pids = std::move(prefix.pids);
+    next_block = prefix.next_block_seq;
+  } else {
+    pids = known_pids(out_path, keep);
+  }
   UringWriter writer(out_path, 8, keep);
+  SinkChoice choice(format, also_path, keep == 0, next_block);
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
-  install_stop_handlers();
-  spanring::TextSink sink;
-  Drainer drainer(segment, writer, sink, keep, known_pids(out_path, keep));
+  Drainer drainer(segment, writer, choice.sink(), keep, pids);
   drain_loop(drainer, [] { return g_stop_signal != 0; });
-  const bool ok = drainer.finish(false);
+  bool ok = drainer.finish(false);
+  ok = choice.finish() && ok;
   print_summary(drainer, absolute(out_path), ok);
   return ok ? 0 : 1;
 }
@@ -298,7 +370,8 @@ int cmd_clean(bool dry_run) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"spanring: drain a shared-memory span trace into a [STRACE] text file"};
+  CLI::App app{"spanring: drain a shared-memory span trace into a [STRACE] text or binary file, "
+               "convert and report traces"};
   app.require_subcommand(1);
 
   std::string out_path;
@@ -307,7 +380,18 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand(
       "run", "Create a segment, run CMD with SPANRING_SEGMENT set, drain until CMD and all its "
              "descendants exit; exits with CMD's status");
-  run->add_option("-o,--output", out_path, "Trace file (default: spanring-<pid>.strace)");
+  run->add_option("-o,--output", out_path,
+                  "Trace file (default: spanring-<pid>.strace, or .sptrace for binary)");
+  std::string run_format = "strace";
+  std::string run_also;
+  run->add_option("--format", run_format,
+                  "Output format: strace ([STRACE] text) or binary (fastest; docs/binary-format.md, "
+                  "read it with `spanring convert` and `spanring report`)")
+      ->check(CLI::IsMember({"strace", "binary"}))
+      ->capture_default_str();
+  run->add_option("--also-strace", run_also,
+                  "Also write the same events as [STRACE] text to this file (to check "
+                  "conversions; costs a second formatting pass)");
   run->add_option("--rings", opts.ring_count,
                   "Rings in the segment = threads that can trace at once (all processes)")
       ->check(CLI::Range(1u, spanring::kMaxRingCount))
@@ -327,6 +411,36 @@ int main(int argc, char** argv) {
   drain->add_option("--segment", segment_name, "Segment name (the value of SPANRING_SEGMENT)")
       ->required();
   drain->add_option("-o,--output", drain_out, "Trace file")->required();
+  std::string drain_format;
+  std::string drain_also;
+  drain->add_option("--format", drain_format,
+                    "Output format: strace or binary (default: the format of the part of the "
+                    "file a killed drainer committed, else strace)")
+      ->check(CLI::IsMember({"strace", "binary"}));
+  drain->add_option("--also-strace", drain_also,
+                    "Also write this drainer's events as [STRACE] text to this file");
+
+  std::string convert_in;
+  std::string convert_to;
+  std::string convert_out;
+  CLI::App* convert = app.add_subcommand(
+      "convert", "Convert a trace: a binary trace to [STRACE] text (byte-identical to "
+                 "--format strace), or any trace to Chrome/Perfetto trace JSON");
+  convert->add_option("file", convert_in, "Trace file (- = stdin)")->required();
+  convert->add_option("--to", convert_to, "strace or chrome")
+      ->required()
+      ->check(CLI::IsMember({"strace", "chrome"}));
+  convert->add_option("-o,--output", convert_out, "Output file (default: stdout)");
+
+  std::string report_in;
+  std::string report_out;
+  bool report_json = false;
+  CLI::App* report = app.add_subcommand(
+      "report", "Per span name count/total/mean/p50/p99/max, per process and thread records, "
+                "drops and unfinished spans of a trace (binary or [STRACE] text)");
+  report->add_option("file", report_in, "Trace file (- = stdin)")->required();
+  report->add_flag("--json", report_json, "JSON instead of tables");
+  report->add_option("-o,--output", report_out, "Output file (default: stdout)");
 
   bool dry_run = false;
   CLI::App* clean = app.add_subcommand(
@@ -338,11 +452,19 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      if (out_path.empty()) out_path = "spanring-" + std::to_string(::getpid()) + ".strace";
-      return cmd_run(out_path, opts, cmd);
+      if (out_path.empty())
+        out_path = "spanring-" + std::to_string(::getpid()) +
+                   (run_format == "binary" ? ".sptrace" : ".strace");
+      return cmd_run(out_path, run_format, run_also, opts, cmd);
     }
     if (*clean) return cmd_clean(dry_run);
-    return cmd_drain(segment_name, drain_out);
+    if (*convert)
+      return spanring::cmd_convert(convert_in,
+                                   convert_to == "chrome" ? spanring::ConvertTo::kChrome
+                                                          : spanring::ConvertTo::kStrace,
+                                   convert_out);
+    if (*report) return spanring::cmd_report(report_in, report_json, report_out);
+    return cmd_drain(segment_name, drain_out, drain_format, drain_also);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());
     return 2;

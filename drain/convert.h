@@ -1,0 +1,32 @@
+// `spanring convert FILE --to strace|chrome [-o OUT]` and `spanring report`, as functions the
+// CLI (main.cpp) and the tests call.
+//
+//   --to strace   a binary trace as [STRACE] text, byte-identical to what the text drainer
+//                 writes for the same events: every event goes through TextSink, the text
+//                 drainer's own formatter (strace_format.h), nothing is spelled twice.
+//   --to chrome   Chrome trace-event JSON for Perfetto (chrome_json.h); binary or text input.
+//
+// Exit statuses: 0 converted (also when the input was cut: the output holds every complete
+// block, and stderr says what was cut), 1 the input is corrupt (the output holds what came
+// before the bad block) or not a trace, 2 usage or I/O errors.
+#pragma once
+
+#include "convert_io.h"
+
+#include <string>
+
+namespace spanring {
+
+enum class ConvertTo { kStrace, kChrome };
+
+// Converts `in` to `out`. Returns how reading ended; kNotATrace also for text input to
+// --to strace (it is [STRACE] already), with the reason in `message`.
+ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to);
+
+// The CLI commands: messages to stderr, return the exit status. FILE "-" is stdin, OUT "-" or
+// "" stdout. convert draws a progress bar on stderr when stderr is a terminal and the input is
+// a file of at least 64 MiB.
+int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path);
+int cmd_report(const std::string& in_path, bool json, const std::string& out_path);
+
+}  // namespace spanring

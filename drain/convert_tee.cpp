@@ -1,0 +1,119 @@
+#include "convert_tee.h"
+
+namespace spanring {
+namespace {
+// 16 x 1 MiB: a binary block of 1 MiB holds ~2.5 MiB of text, so a few buffers per block are
+// in flight at most; 16 leaves the text file room to lag behind.
+constexpr size_t kTextBuffers = 16;
+constexpr size_t kTextBufferBytes = 1u << 20;
+}  // namespace
+
+TeeSink::TeeSink(Sink& primary, UringWriter& text_writer)
+    : primary_(primary), writer_(text_writer) {
+  for (size_t i = 0; i < kTextBuffers; ++i) {
+    auto b = std::make_unique<Buffer>();
+    b->data = std::make_unique<char[]>(kTextBufferBytes);
+    b->capacity = kTextBufferBytes;
+    b->tails.reserve(1);
+    free_.push_back(b.get());
+    buffers_.push_back(std::move(b));
+  }
+}
+
+TeeSink::~TeeSink() {
+  // Buffers still with the writer must come back before they are freed.
+  while (in_flight_ > 0)
+    if (Buffer* b = writer_.take_done(100000)) recycle(b);
+}
+
+void TeeSink::recycle(Buffer* b) noexcept {
+  if (b->sync) return;
+  --in_flight_;
+  b->len = 0;
+  b->failed = false;
+  free_.push_back(b);
+}
+
+char* TeeSink::text_room() noexcept {
+  if (current_ != nullptr && current_->capacity - current_->len < kMaxLineBytes) submit_text();
+  while (current_ == nullptr) {
+    while (Buffer* b = writer_.take_done(0)) recycle(b);
+    if (!free_.empty()) {
+      current_ = free_.back();
+      free_.pop_back();
+      current_->len = 0;
+      break;
+    }
+    if (Buffer* b = writer_.take_done(100000)) recycle(b);
+  }
+  return current_->data.get() + current_->len;
+}
+
+void TeeSink::submit_text() noexcept {
+  if (current_ == nullptr || current_->len == 0) return;
+  ++in_flight_;
+  writer_.submit(current_);
+  current_ = nullptr;
+}
+
+void TeeSink::end_buffer(char* buffer, size_t len) noexcept {
+  primary_.end_buffer(buffer, len);
+  // The text follows the primary file buffer by buffer, so neither lags the other much.
+  submit_text();
+}
+
+size_t TeeSink::process(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns,
+                        uint64_t wall_ns, std::string_view cmdline) noexcept {
+  char* t = text_room();
+  current_->len += text_.process(t, pid, tid, mono_ns, wall_ns, cmdline);
+  return primary_.process(out, pid, tid, mono_ns, wall_ns, cmdline);
+}
+
+size_t TeeSink::thread(char* out, uint32_t pid, uint32_t tid, std::string_view name) noexcept {
+  char* t = text_room();
+  current_->len += text_.thread(t, pid, tid, name);
+  return primary_.thread(out, pid, tid, name);
+}
+
+size_t TeeSink::span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept {
+  char* t = text_room();
+  current_->len += text_.span(t, pid, tid, rec);
+  return primary_.span(out, pid, tid, rec);
+}
+
+size_t TeeSink::drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped,
+                      uint64_t first_seq, uint64_t last_seq, DropReason reason) noexcept {
+  char* t = text_room();
+  current_->len += text_.drops(t, pid, tid, dropped, first_seq, last_seq, reason);
+  return primary_.drops(out, pid, tid, dropped, first_seq, last_seq, reason);
+}
+
+size_t TeeSink::unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
+                           std::string_view name, bool name_cut, uint64_t ts_ns) noexcept {
+  char* t = text_room();
+  current_->len += text_.unfinished(t, pid, tid, inv, depth, name, name_cut, ts_ns);
+  return primary_.unfinished(out, pid, tid, inv, depth, name, name_cut, ts_ns);
+}
+
+size_t TeeSink::undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) noexcept {
+  char* t = text_room();
+  current_->len += text_.undescribed(t, pid, tid, count);
+  return primary_.undescribed(out, pid, tid, count);
+}
+
+bool TeeSink::finish() noexcept {
+  submit_text();
+  // A sync marker comes back after every earlier buffer, once the file is fsynced.
+  Buffer marker;
+  marker.sync = true;
+  writer_.submit(&marker);
+  for (;;) {
+    Buffer* b = writer_.take_done(100000);
+    if (b == nullptr) continue;
+    if (b == &marker) break;
+    recycle(b);
+  }
+  return !writer_.had_error();
+}
+
+}  // namespace spanring

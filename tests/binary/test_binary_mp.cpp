@@ -1,0 +1,411 @@
+// The binary format end to end on the example workload: `spanring run --format binary` on the
+// l3 demo, `spanring convert` and `spanring report` through the CLI.
+//
+// Byte identity: the run also writes the very same events as [STRACE] text through a TextSink
+// into a second file (`--also-strace`), so the converted binary can be compared byte for byte
+// with text the drainer wrote from the same records, not from a second run.
+#include "binary_util.h"
+#include "chrome_json.h"
+#include "convert.h"
+#include "mp_util.h"
+
+#include <spanring/segment.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <map>
+#include <set>
+#include <string>
+
+using namespace spanring_test;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  std::fclose(f);
+}
+
+// One traced run of the demo at its default size, shared by the tests below; its temporary
+// directory is removed at exit.
+struct DemoRun {
+  TempDir tmp;
+  std::string spanring = exe_from_env("SPANRING_EXE");
+  std::string demo = exe_from_env("L3_DEMO");
+  std::string binary = tmp.file("demo.sptrace");
+  std::string text = tmp.file("demo.strace");
+  std::string expect = tmp.file("expect.json");
+  RunResult run = run_process({spanring, "run", "--format", "binary", "-o", binary,
+                               "--also-strace", text, "--", demo, "--expect", expect});
+  std::optional<Summary> summary = parse_summary(run.err);
+};
+
+const DemoRun& demo_run() {
+  static const DemoRun d;
+  INFO("spanring run: ", d.run.describe());
+  REQUIRE(d.run.exit_code == 0);
+  REQUIRE(d.summary.has_value());
+  return d;
+}
+
+std::map<std::string, uint64_t> expected_counts(const std::string& path) {
+  std::map<std::string, uint64_t> want;
+  const json j = json::parse(read_file(path));  // named: items() of a temporary would dangle
+  for (const auto& [name, count] : j.items())
+    want[name] = count.get<uint64_t>();
+  return want;
+}
+
+}  // namespace
+
+TEST_SUITE("binary") {
+
+TEST_CASE("the demo's binary trace converts to exactly the [STRACE] text of the same records") {
+  const DemoRun& d = demo_run();
+  CHECK(contains(d.run.err, "(spanring binary trace, docs/binary-format.md)"));
+  CHECK(d.summary->dropped == 0);
+
+  const std::string converted = d.tmp.file("converted.strace");
+  const RunResult conv = run_process({d.spanring, "convert", d.binary, "--to", "strace", "-o",
+                                      converted});
+  INFO("convert: ", conv.describe());
+  REQUIRE(conv.exit_code == 0);
+  CHECK(conv.err.empty());
+  const std::string direct = read_file(d.text);
+  const std::string via_binary = read_file(converted);
+  REQUIRE(!direct.empty());
+  CHECK(via_binary.size() == direct.size());
+  CHECK_MESSAGE(via_binary == direct, "binary -> strace differs from the direct text at byte ",
+                std::mismatch(via_binary.begin(), via_binary.end(), direct.begin(),
+                              direct.end()).first - via_binary.begin());
+
+  // The direct text is itself a good [STRACE] trace (the suite's own strict parser).
+  const Trace trace = load_trace(d.text);
+  check_trace_invariants(trace, *d.summary, d.run.err, d.binary);
+
+  // stdin works the same.
+  const RunResult piped = run_process({"/bin/sh", "-c", "\"$0\" convert - --to strace < \"$1\"",
+                                       d.spanring, d.binary});
+  CHECK(piped.exit_code == 0);
+  CHECK(piped.out == direct);
+
+  const size_t binary_bytes = read_file(d.binary).size();
+  MESSAGE("binary trace ", binary_bytes, " bytes, [STRACE] text ", direct.size(), " bytes");
+  CHECK(binary_bytes < direct.size());
+}
+
+TEST_CASE("report on the demo's binary trace counts exactly what the demo emitted") {
+  const DemoRun& d = demo_run();
+  const RunResult rep = run_process({d.spanring, "report", "--json", d.binary});
+  INFO("report: ", rep.describe());
+  REQUIRE(rep.exit_code == 0);
+  const json r = json::parse(rep.out);
+  CHECK(r["status"] == "complete");
+  CHECK(r["records"] == d.summary->written);
+  CHECK(r["dropped"] == 0);
+  CHECK(r["unfinished"] == 0);
+  CHECK(r["processes"] == d.summary->processes);
+  CHECK(r["threads"] == d.summary->threads);
+  std::map<std::string, uint64_t> got;
+  for (const json& row : r["names"]) {
+    got[row["name"]] = row["count"];
+    CHECK(row["p50_ns"] <= row["p99_ns"]);
+    CHECK(row["p99_ns"] <= row["max_ns"]);
+  }
+  CHECK(got == expected_counts(d.expect));
+
+  // The text of the same run reports the same numbers (thread names and command lines aside,
+  // which only the binary format carries).
+  const RunResult rep_text = run_process({d.spanring, "report", "--json", d.text});
+  REQUIRE(rep_text.exit_code == 0);
+  json a = r, b = json::parse(rep_text.out);
+  CHECK(a["names"] == b["names"]);
+  CHECK(a["records"] == b["records"]);
+
+  // The table form names every thread.
+  const RunResult table = run_process({d.spanring, "report", d.binary});
+  REQUIRE(table.exit_code == 0);
+  CHECK(contains(table.out, "l3-orch"));
+  CHECK(contains(table.out, "l3.dispatch"));
+}
+
+TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs") {
+  const DemoRun& d = demo_run();
+  const std::string out = d.tmp.file("demo.json");
+  const RunResult conv = run_process({d.spanring, "convert", d.binary, "--to", "chrome", "-o",
+                                      out});
+  INFO("convert: ", conv.describe());
+  REQUIRE(conv.exit_code == 0);
+  json j;
+  REQUIRE_NOTHROW(j = json::parse(read_file(out)));  // strict: throws on any JSON error
+  REQUIRE(j["traceEvents"].is_array());
+
+  std::map<uint64_t, std::string> process_names;             // pid -> name
+  std::set<std::pair<uint64_t, uint64_t>> named_threads;     // (pid, tid)
+  std::set<std::pair<uint64_t, uint64_t>> used_lanes;
+  std::map<uint64_t, int> starts, finishes;                  // flow id -> count
+  std::set<uint64_t> host_pids, device_pids;
+  struct Slice { double ts, dur; json args; std::string name; };
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<Slice>> slices;
+  std::vector<json> flows;
+  uint64_t x = 0, device = 0;
+  for (const json& e : j["traceEvents"]) {
+    REQUIRE(e.contains("ph"));
+    const std::string ph = e["ph"];
+    REQUIRE(e["pid"].is_number_unsigned());
+    REQUIRE(e["tid"].is_number_unsigned());
+    const uint64_t pid = e["pid"], tid = e["tid"];
+    if (ph == "M") {
+      if (e["name"] == "process_name") process_names[pid] = e["args"]["name"];
+      if (e["name"] == "thread_name") named_threads.insert({pid, tid});
+      continue;
+    }
+    used_lanes.insert({pid, tid});
+    if (ph == "X") {
+      ++x;
+      for (const char* k : {"name", "ts", "dur", "args", "cat"}) REQUIRE(e.contains(k));
+      REQUIRE(e["ts"].is_number());
+      REQUIRE(e["dur"].is_number());
+      REQUIRE(e["args"].is_object());
+      CHECK(e["args"].contains("inv"));
+      CHECK(e["args"].contains("depth"));
+      const bool dev = e["args"].contains("clk") && e["args"]["clk"] == "dev";
+      CHECK(dev == (e["cat"] == "device"));
+      if (dev) {
+        ++device;
+        device_pids.insert(pid);
+      } else {
+        host_pids.insert(pid);
+      }
+      slices[{pid, tid}].push_back(Slice{e["ts"], e["dur"], e["args"], e["name"]});
+      if (e["name"] == "chip.run") {
+        // Integer-looking attribute values are numbers.
+        CHECK(e["args"]["run_id"].is_number_integer());
+        CHECK(e["args"]["task_slot"].is_number_integer());
+      }
+    } else if (ph == "s" || ph == "f") {
+      (ph == "s" ? starts : finishes)[e["id"]]++;
+      flows.push_back(e);
+    } else {
+      CHECK(ph == "i");
+    }
+  }
+  CHECK(x == d.summary->written);
+  CHECK(device == expected_counts(d.expect)["chip.run.runner_run.device_wall"]);
+  // Every process and every lane is named.
+  for (const auto& [pid, tid] : used_lanes) {
+    CHECK_MESSAGE(process_names.count(pid) == 1, "pid ", pid, " has no process_name");
+    CHECK_MESSAGE(named_threads.count({pid, tid}) == 1, "lane ", pid, "/", tid, " unnamed");
+  }
+  // Host processes are named from their command line; device spans stay off host pids.
+  for (uint64_t pid : host_pids) {
+    CHECK(pid < spanring::kDevicePidBase);
+    CHECK(contains(process_names[pid], "spanring-l3-demo"));
+    CHECK(device_pids.count(pid) == 0);
+    CHECK(j["otherData"].contains("clock_anchor_" + std::to_string(pid)));
+  }
+  for (uint64_t pid : device_pids) {
+    CHECK(pid >= spanring::kDevicePidBase);
+    CHECK(contains(process_names[pid], "device clock of pid " +
+                                           std::to_string(pid - spanring::kDevicePidBase)));
+  }
+  // One flow per l3.submit, each a pair s/f: from inside an l3.submit to inside the
+  // l3.dispatch of the same (pid, run_id, task_slot).
+  CHECK(starts.size() == expected_counts(d.expect)["l3.submit"]);
+  CHECK(starts.size() == finishes.size());
+  for (const auto& [id, n] : starts) CHECK((n == 1 && finishes[id] == 1));
+  auto enclosing = [&](const json& f, const std::string& name) -> const Slice* {
+    const double ts = f["ts"];
+    for (const Slice& s : slices[{f["pid"], f["tid"]}])
+      if (s.name == name && s.ts <= ts && ts <= s.ts + s.dur) return &s;
+    return nullptr;
+  };
+  std::map<uint64_t, const Slice*> from;
+  for (const json& f : flows) {
+    const Slice* s = enclosing(f, f["ph"] == "s" ? "l3.submit" : "l3.dispatch");
+    REQUIRE_MESSAGE(s != nullptr, "flow end not inside its span: ", f.dump());
+    if (f["ph"] == "s") {
+      from[f["id"]] = s;
+      CHECK(f["cat"] == "flow");
+    }
+  }
+  for (const json& f : flows) {
+    if (f["ph"] != "f") continue;
+    CHECK(f["bp"] == "e");
+    const Slice* to = enclosing(f, "l3.dispatch");
+    const Slice* src = from[f["id"]];
+    REQUIRE(src != nullptr);
+    CHECK(src->args["run_id"] == to->args["run_id"]);
+    CHECK(src->args["task_slot"] == to->args["task_slot"]);
+  }
+}
+
+TEST_CASE("the demo's binary trace cut at every 997th byte converts up to its last block") {
+  const DemoRun& d = demo_run();
+  const std::string bytes = read_file(d.binary);
+  const std::vector<uint64_t> ends = binary_test::block_ends(bytes);
+  REQUIRE(ends.back() == bytes.size());
+  MESSAGE((ends.size() - 1), " blocks in ", bytes.size(), " bytes");
+  auto convert = [](const std::string& in_bytes, spanring::ReadResult* res) {
+    std::string text;
+    spanring::TraceInput in = spanring::TraceInput::memory(in_bytes, "cut");
+    spanring::TraceOutput out = spanring::TraceOutput::memory(&text);
+    *res = spanring::convert_trace(in, out, spanring::ConvertTo::kStrace);
+    out.finish();
+    return text;
+  };
+  std::map<uint64_t, std::string> at_block;  // block end -> text of everything before it
+  const std::string full = read_file(d.text);
+  for (uint64_t cut = 997; cut < bytes.size(); cut += 997) {
+    CAPTURE(cut);
+    uint64_t good = 0;
+    for (uint64_t e : ends)
+      if (e <= cut) good = e;
+    if (!at_block.count(good)) {
+      spanring::ReadResult r;
+      at_block[good] = convert(bytes.substr(0, good), &r);
+      REQUIRE(r.status == spanring::ReadResult::Status::kComplete);
+      REQUIRE(full.compare(0, at_block[good].size(), at_block[good]) == 0);  // a prefix
+    }
+    spanring::ReadResult r;
+    const std::string text = convert(bytes.substr(0, cut), &r);
+    if (good == cut) {
+      CHECK(r.status == spanring::ReadResult::Status::kComplete);
+    } else {
+      CHECK(r.status == spanring::ReadResult::Status::kCut);
+      CHECK(contains(r.message, "the file is cut at byte " + std::to_string(cut)));
+    }
+    CHECK(r.good_bytes == good);
+    CHECK(text == at_block[good]);
+  }
+  // Through the CLI: exit 0, the message on stderr, the output up to the last complete block.
+  for (uint64_t cut : {uint64_t{997} * 3, uint64_t{997} * (bytes.size() / 997 / 2),
+                       uint64_t{997} * (bytes.size() / 997)}) {
+    CAPTURE(cut);
+    const std::string cut_path = d.tmp.file("cut.sptrace");
+    const std::string out_path = d.tmp.file("cut.strace");
+    write_file(cut_path, bytes.substr(0, cut));
+    const RunResult conv = run_process({d.spanring, "convert", cut_path, "--to", "strace", "-o",
+                                        out_path});
+    CHECK(conv.exit_code == 0);
+    CHECK(contains(conv.err, "the file is cut at byte " + std::to_string(cut)));
+    CHECK(contains(conv.err, "the [STRACE] text output holds everything before the cut"));
+    uint64_t good = 0;
+    for (uint64_t e : ends)
+      if (e <= cut) good = e;
+    CHECK(read_file(out_path) == at_block[good]);
+  }
+}
+
+TEST_CASE("corrupted demo traces are refused through the CLI with the right message") {
+  const DemoRun& d = demo_run();
+  const std::string bytes = read_file(d.binary);
+  const std::vector<uint64_t> ends = binary_test::block_ends(bytes);
+  REQUIRE(ends.size() >= 3);
+  const std::string path = d.tmp.file("bad.sptrace");
+  auto refuse = [&](std::string f, const std::string& want, const char* to) {
+    CAPTURE(want);
+    write_file(path, f);
+    const RunResult r = run_process({d.spanring, "convert", path, "--to", to, "-o",
+                                     d.tmp.file("bad.out")});
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(contains(r.err, want), r.err);
+    const RunResult rep = run_process({d.spanring, "report", path});
+    CHECK(rep.exit_code == 1);
+    CHECK_MESSAGE(contains(rep.err, want), rep.err);
+  };
+  const uint64_t b1 = ends[1];
+  std::string flipped = bytes;
+  flipped[b1 + spanring::kBlockHeaderBytes + 100] ^= 0x40;
+  refuse(flipped, "block 1 at byte " + std::to_string(b1) + ": payload checksum mismatch",
+         "strace");
+  refuse(flipped, "payload checksum mismatch", "chrome");
+  std::string magic = bytes;
+  magic[0] = 'X';
+  refuse(magic, "is not a trace", "chrome");
+  std::string version = bytes;
+  version[8] = 7;
+  refuse(version, "byte 8: unsupported format version 7", "strace");
+  std::string huge = bytes;
+  spanring::BlockHeader h;
+  std::memcpy(&h, huge.data() + b1, sizeof h);
+  h.payload_bytes = 0x7fffffff;
+  h.header_crc = spanring::crc32c(&h, offsetof(spanring::BlockHeader, header_crc));
+  std::memcpy(huge.data() + b1, &h, sizeof h);
+  refuse(huge, "claims a length of 2147483647 bytes, more than the limit", "strace");
+}
+
+TEST_CASE("a binary drain killed after a commit is resumed by spanring drain on the same file") {
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  const std::string file = tmp.file("resumed.sptrace");
+  const std::string expect = tmp.file("expect.json");
+  // The drainer kills itself right after its 5th commit (a test point); the demo goes on,
+  // writing into the segment, and run_process waits for it (it holds the output pipes).
+  const RunResult run = run_process({"/usr/bin/env", "SPANRING_TEST_POINT=drainer_committed",
+                                     "SPANRING_TEST_POINT_HIT=5", spanring, "run", "--format",
+                                     "binary", "-o", file, "--", demo, "--expect", expect});
+  if (run.term_signal != SIGKILL) {
+    MESSAGE("test points are compiled out (release build?): nothing to resume; ",
+            run.describe());
+    return;
+  }
+  const std::string marker = "spanring: segment ";
+  const size_t at = run.err.find(marker);
+  REQUIRE(at != std::string::npos);
+  const std::string segment =
+      run.err.substr(at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
+  CHECK(contains(run.err, "--format binary"));  // the restart hint names the format
+
+  // The kept part is binary: resuming it as text is refused, and the file is left alone.
+  const std::string before = read_file(file);
+  const RunResult wrong = run_process({spanring, "drain", "--segment", segment, "-o", file,
+                                       "--format", "strace"});
+  CHECK(wrong.exit_code == 2);
+  CHECK(contains(wrong.err, "its committed part is binary"));
+  CHECK(read_file(file) == before);
+
+  // No --format: the kept part decides. SIGTERM: drain what is published, flush, exit 0.
+  const RunResult drain = run_process(
+      {"/bin/sh", "-c", "\"$0\" drain --segment \"$1\" -o \"$2\" & p=$!; sleep 0.5; "
+                        "kill -TERM $p; wait $p",
+       spanring, segment, file});
+  spanring::Segment::remove(segment);
+  INFO("drain: ", drain.describe());
+  REQUIRE(drain.exit_code == 0);
+  CHECK(contains(drain.err, "resuming"));
+
+  binary_test::TextRenderer r;
+  const spanring::ReadResult res = binary_test::read_bytes(read_file(file), r);
+  INFO(res.message);
+  CHECK(res.status == spanring::ReadResult::Status::kComplete);
+  CHECK(res.notes.empty());  // block numbers continue across the two drainers
+  // Every record exactly once, one anchor per pid.
+  const RunResult rep = run_process({spanring, "report", "--json", file});
+  REQUIRE(rep.exit_code == 0);
+  const json j = json::parse(rep.out);
+  std::map<std::string, uint64_t> got;
+  for (const json& row : j["names"]) got[row["name"]] = row["count"];
+  CHECK(got == expected_counts(expect));
+  CHECK(j["dropped"] == 0);
+  std::map<std::string, int> anchors;
+  size_t pos = 0;
+  while ((pos = r.text.find("[CLOCK_ANCHOR] v=1 pid=", pos)) != std::string::npos) {
+    pos += 23;
+    anchors[r.text.substr(pos, r.text.find(' ', pos) - pos)]++;
+  }
+  CHECK(anchors.size() == j["processes"].get<size_t>());
+  for (const auto& [pid, n] : anchors) CHECK_MESSAGE(n == 1, "pid ", pid, ": ", n, " anchors");
+}
+
+}  // TEST_SUITE("binary")

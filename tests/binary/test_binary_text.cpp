@@ -1,0 +1,363 @@
+// The strict [STRACE] text reader (drain/convert_text.cpp) and `spanring report`'s numbers,
+// checked against a trace written by hand and computed by hand; and the binary and text paths
+// into the report and the Chrome writer agreeing event for event.
+#include "binary_util.h"
+#include "convert_reader.h"
+#include "report.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace spanring;
+using namespace binary_test;
+using nlohmann::json;
+
+namespace {
+
+// Durations (ns), by hand:
+//   a.x   100 200 ... 1000 (10 spans): total 5500, mean 550, p50 = 5th smallest = 500
+//         (nearest rank: ceil(0.50 * 10) = 5), p99 = 10th = 1000 (ceil(9.9) = 10), max 1000
+//   c.dev 3000 1000 (clk=dev): total 4000, mean 2000, p50 = 1st = 1000 (ceil(1.0) = 1),
+//         p99 = 2nd = 3000 (ceil(1.98) = 2), max 3000
+//   b.y   7: total 7, mean 7, p50 = p99 = max = 7
+// Per thread: 4200/4200 six a.x; 4200/4201 four a.x + b.y, 3 dropped (seq 4..6); 4300/4300
+// two c.dev, 1 unfinished + 2 undescribed; pid 0: 5 dropped (no_ring). Records 13, dropped 8,
+// unfinished 3 (not in the records), processes 2, threads 3.
+const char* const kHandTrace =
+    "[mono_ns=1000][T0x1068][TIMING] clock_anchor: [CLOCK_ANCHOR] v=1 pid=4200 mono_ns=1000 wall_ns=1767225600000000000\n"
+    "[mono_ns=1200][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=1100 dur=100 k=1\n"
+    "[mono_ns=1500][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=1300 dur=200 k=1\n"
+    "some other log line of the runtime, without a trace token\n"
+    "[mono_ns=1900][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=1600 dur=300 k=1\n"
+    "[mono_ns=2400][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=2000 dur=400 k=1\n"
+    "[mono_ns=3000][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=2500 dur=500 k=1\n"
+    "[mono_ns=3700][T0x1068][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4200 inv=1 hid=9f depth=0 name=a.x ts=3100 dur=600 k=1\n"
+    "[mono_ns=4500][T0x1069][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4201 inv=2 hid=0 depth=1 name=a.x ts=3800 dur=700 k=1\n"
+    "[SPANRING_DROPS] v=1 pid=4200 tid=4201 dropped=3 first_seq=1 last_seq=3 reason=ring_full\n"
+    "[mono_ns=5400][T0x1069][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4201 inv=2 hid=0 depth=1 name=a.x ts=4600 dur=800 k=1\n"
+    "[STRACE] v=1 pid=4200 tid=4201 inv=2 hid=0 depth=1 name=a.x ts=5500 dur=900 k=1\n"
+    "[mono_ns=7500][T0x1069][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4201 inv=2 hid=0 depth=1 name=a.x ts=6500 dur=1000 k=1\n"
+    "[mono_ns=7607][T0x1069][TIMING] emit_host_span: [STRACE] v=1 pid=4200 tid=4201 inv=0 hid=0 depth=0 name=b.y ts=7600 dur=7 \n"
+    "[mono_ns=800][T0x10cc][TIMING] clock_anchor: [CLOCK_ANCHOR] v=1 pid=4300 mono_ns=800 wall_ns=1767225600000000100\n"
+    "[mono_ns=23000][T0x10cc][TIMING] emit_host_span: [STRACE] v=1 pid=4300 tid=4300 inv=5 hid=0 depth=3 name=c.dev ts=20000 dur=3000 clk=dev\n"
+    "[mono_ns=21001][T0x10cc][TIMING] emit_host_span: [STRACE] v=1 pid=4300 tid=4300 inv=5 hid=0 depth=3 name=c.dev ts=20001 dur=1000 clk=dev\n"
+    "[SPANRING_DROPS] v=1 pid=0 tid=0 dropped=5 first_seq=0 last_seq=0 reason=no_ring\n"
+    "[SPANRING_UNFINISHED] v=1 pid=4300 tid=4300 inv=7 depth=0 name=c.run ts=9000 reason=owner_died\n"
+    "[SPANRING_UNFINISHED] v=1 pid=4300 tid=4300 undescribed=2 reason=owner_died_deeper_than_8\n";
+
+json report_of(const std::string& bytes, int* rc = nullptr, std::string* err = nullptr) {
+  TraceInput in = TraceInput::memory(bytes, "hand");
+  std::string text;
+  std::string e;
+  int r;
+  {
+    TraceOutput out = TraceOutput::memory(&text);
+    r = run_report(in, out, true, &e);
+    out.finish();
+  }
+  if (rc) *rc = r;
+  if (err) *err = e;
+  return text.empty() ? json() : json::parse(text);
+}
+
+const json& name_row(const json& report, const std::string& name) {
+  for (const json& r : report["names"])
+    if (r["name"] == name) return r;
+  FAIL("no row for ", name);
+  static json none;
+  return none;
+}
+
+const json& thread_row(const json& report, uint32_t pid, uint32_t tid) {
+  for (const json& p : report["by_process"])
+    if (p["pid"] == pid)
+      for (const json& t : p["threads"])
+        if (t["tid"] == tid) return t;
+  FAIL("no row for ", pid, "/", tid);
+  static json none;
+  return none;
+}
+
+// Every event a reader delivers, as comparable tuples.
+struct Collector final : TraceVisitor {
+  std::vector<std::string> events;
+  void process(uint32_t pid, uint32_t, uint64_t mono, uint64_t wall, std::string_view) override {
+    events.push_back("process " + std::to_string(pid) + " " + std::to_string(mono) + " " +
+                     std::to_string(wall));
+  }
+  void span(const SpanEvent& s) override {
+    events.push_back("span " + std::to_string(s.pid) + " " + std::to_string(s.tid) + " " +
+                     std::to_string(s.ts_ns) + " " + std::to_string(s.dur_ns) + " " +
+                     std::to_string(s.inv) + " " + std::to_string(s.hid) + " " +
+                     std::to_string(s.depth) + " [" + std::string(s.name) + "] [" +
+                     std::string(s.attrs) + "] " + (s.device ? "dev" : "host"));
+  }
+  void drops(uint32_t pid, uint32_t tid, uint64_t n, uint64_t a, uint64_t b, DropReason r) override {
+    events.push_back("drops " + std::to_string(pid) + " " + std::to_string(tid) + " " +
+                     std::to_string(n) + " " + std::to_string(a) + " " + std::to_string(b) + " " +
+                     drop_reason_name(r));
+  }
+  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth, std::string_view name,
+                  uint64_t ts) override {
+    events.push_back("unfinished " + std::to_string(pid) + " " + std::to_string(tid) + " " +
+                     std::to_string(inv) + " " + std::to_string(depth) + " [" +
+                     std::string(name) + "] " + std::to_string(ts));
+  }
+  void undescribed(uint32_t pid, uint32_t tid, uint64_t n) override {
+    events.push_back("undescribed " + std::to_string(pid) + " " + std::to_string(tid) + " " +
+                     std::to_string(n));
+  }
+};
+
+const std::string kGoodLine =
+    "[STRACE] v=1 pid=1 tid=1 inv=0 hid=0 depth=0 name=ok ts=1 dur=1 \n";
+
+ReadResult read_text(const std::string& text, TraceVisitor& v) {
+  TraceInput in = TraceInput::memory(text, "text");
+  return read_trace(in, v);
+}
+
+}  // namespace
+
+TEST_SUITE("binary") {
+
+TEST_CASE("report numbers of a hand-written [STRACE] trace equal the hand-computed ones") {
+  int rc = -1;
+  std::string err;
+  const json r = report_of(kHandTrace, &rc, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
+  CHECK(r["status"] == "complete");
+  CHECK(r["format"] == "[STRACE] text");
+  CHECK(r["records"] == 13);
+  CHECK(r["dropped"] == 8);
+  CHECK(r["unfinished"] == 3);
+  CHECK(r["processes"] == 2);
+  CHECK(r["threads"] == 3);
+
+  REQUIRE(r["names"].size() == 3);
+  // Sorted by total time, largest first.
+  CHECK(r["names"][0]["name"] == "a.x");
+  CHECK(r["names"][1]["name"] == "c.dev");
+  CHECK(r["names"][2]["name"] == "b.y");
+  const json& ax = name_row(r, "a.x");
+  CHECK(ax["count"] == 10);
+  CHECK(ax["total_ns"] == 5500);
+  CHECK(ax["mean_ns"].get<double>() == doctest::Approx(550.0));
+  CHECK(ax["p50_ns"] == 500);
+  CHECK(ax["p99_ns"] == 1000);
+  CHECK(ax["max_ns"] == 1000);
+  CHECK(ax["device_clock"] == false);
+  const json& dev = name_row(r, "c.dev");
+  CHECK(dev["count"] == 2);
+  CHECK(dev["total_ns"] == 4000);
+  CHECK(dev["mean_ns"].get<double>() == doctest::Approx(2000.0));
+  CHECK(dev["p50_ns"] == 1000);
+  CHECK(dev["p99_ns"] == 3000);
+  CHECK(dev["max_ns"] == 3000);
+  CHECK(dev["device_clock"] == true);
+  const json& by = name_row(r, "b.y");
+  CHECK(by["count"] == 1);
+  CHECK(by["total_ns"] == 7);
+  CHECK(by["p50_ns"] == 7);
+  CHECK(by["p99_ns"] == 7);
+  CHECK(by["max_ns"] == 7);
+
+  CHECK(thread_row(r, 4200, 4200)["records"] == 6);
+  CHECK(thread_row(r, 4200, 4200)["dropped"] == 0);
+  CHECK(thread_row(r, 4200, 4201)["records"] == 5);
+  CHECK(thread_row(r, 4200, 4201)["dropped"] == 3);
+  CHECK(thread_row(r, 4300, 4300)["records"] == 2);
+  CHECK(thread_row(r, 4300, 4300)["unfinished"] == 3);
+  CHECK(thread_row(r, 0, 0)["dropped"] == 5);
+
+  REQUIRE(r["drops"].size() == 2);
+  CHECK(r["drops"][0] == json{{"pid", 4200}, {"tid", 4201}, {"dropped", 3}, {"first_seq", 1},
+                              {"last_seq", 3}, {"reason", "ring_full"}});
+  CHECK(r["drops"][1]["reason"] == "no_ring");
+  REQUIRE(r["unfinished_spans"].size() == 2);
+  CHECK(r["unfinished_spans"][0]["name"] == "c.run");
+  CHECK(r["unfinished_spans"][0]["ts_ns"] == 9000);
+  CHECK(r["unfinished_spans"][1]["undescribed"] == 2);
+  // The runtime's other line is skipped and said so.
+  REQUIRE(r["notes"].size() == 1);
+  CHECK(r["notes"][0].get<std::string>().find("1 line(s) hold no trace token") !=
+        std::string::npos);
+
+  // The text report says the same, with drops and unfinished spans listed under the tables.
+  TraceInput in = TraceInput::memory(kHandTrace, "hand");
+  std::string text;
+  {
+    TraceOutput out = TraceOutput::memory(&text);
+    std::string e;
+    REQUIRE(run_report(in, out, false, &e) == 0);
+    out.finish();
+  }
+  CHECK(text.find("records: 13 in 2 process(es), 3 thread(s); dropped: 8; unfinished: 3") !=
+        std::string::npos);
+  CHECK(text.find("pid 4200 tid 4201: 3 record(s), seq 1..3, reason ring_full") !=
+        std::string::npos);
+  CHECK(text.find("pid 4300 tid 4300: c.run (depth 0, inv 7), started at ts=9000") !=
+        std::string::npos);
+  CHECK(text.find("2 span(s) nested deeper than 8") != std::string::npos);
+  CHECK(text.find("a.x                10") != std::string::npos);
+}
+
+TEST_CASE("the same trace written as binary gives the same report") {
+  TraceBuilder b;
+  b.begin_block();
+  b.process(4200, 4200, 1000, 1767225600000000000ull, "");
+  for (int i = 1; i <= 6; ++i)
+    b.span(4200, 4200, make_record(i - 1, 0, 100u * i, 1, 0x9f, 0, "a.x", "k=1"));
+  b.span(4200, 4201, make_record(0, 3800, 700, 2, 0, 1, "a.x", "k=1"));
+  b.drops(4200, 4201, 3, 1, 3, DropReason::kRingFull);
+  b.end_block();
+  b.begin_block();
+  for (int i = 8; i <= 10; ++i)
+    b.span(4200, 4201, make_record(i - 4, 0, 100u * i, 2, 0, 1, "a.x", "k=1"));
+  b.span(4200, 4201, make_record(7, 7600, 7, 0, 0, 0, "b.y", ""));
+  b.process(4300, 4300, 800, 1767225600000000100ull, "");
+  b.span(4300, 4300, make_record(0, 20000, 3000, 5, 0, 3, "c.dev", "clk=dev"));
+  b.span(4300, 4300, make_record(1, 20001, 1000, 5, 0, 3, "c.dev", "clk=dev"));
+  b.drops(0, 0, 5, 0, 0, DropReason::kNoRing);
+  b.unfinished(4300, 4300, 7, 0, "c.run", false, 9000);
+  b.undescribed(4300, 4300, 2);
+  b.end_block();
+
+  json from_binary = report_of(b.bytes);
+  json from_text = report_of(kHandTrace);
+  for (const char* k : {"source", "format", "bytes", "notes"}) {
+    from_binary.erase(k);
+    from_text.erase(k);
+  }
+  CHECK(from_binary.dump(1) == from_text.dump(1));
+}
+
+TEST_CASE("spanring's own text and its binary of the same events read as the same events") {
+  // Escaped and cut names and attributes, device spans, every drop reason, unfinished spans.
+  const TraceBuilder b = synthetic_trace(8);
+  Collector from_binary, from_text;
+  const ReadResult rb = read_text(b.bytes, from_binary);  // read_trace tells the formats apart
+  const ReadResult rt = read_text(b.text, from_text);
+  INFO(rt.message);
+  CHECK(rb.status == ReadResult::Status::kComplete);
+  CHECK(rt.status == ReadResult::Status::kComplete);
+  CHECK(rt.format == "[STRACE] text");
+  REQUIRE(from_binary.events.size() == from_text.events.size());
+  for (size_t i = 0; i < from_text.events.size(); ++i) {
+    CAPTURE(i);
+    CHECK(from_binary.events[i] == from_text.events[i]);
+  }
+}
+
+TEST_CASE("malformed trace lines are refused with the line, its byte offset and the reason") {
+  const std::string good = kGoodLine;
+  const std::string pre = "[mono_ns=2][T0x1][TIMING] emit_host_span: [STRACE] v=1 ";
+  struct Bad {
+    std::string line;
+    std::string why;
+  };
+  const std::vector<Bad> bad = {
+      {pre + "pid=-1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 \n", "pid has a sign"},
+      {pre + "pid=1 tid=1 inv=0 hid=0x9f depth=0 name=a ts=1 dur=1 \n", "hid has a 0x prefix"},
+      {pre + "pid=1 tid=1 inv=0 hid=9F depth=0 name=a ts=1 dur=1 \n", "expected lowercase hex"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name= ts=1 dur=1 \n", "empty name"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=" + std::string(65, 'n') + " ts=1 dur=1 \n",
+       "name of 65 bytes (at most 64"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1\n", "expected \" \""},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 x=%4\n",
+       "not followed by two uppercase hex digits"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 x=%0a\n",
+       "not followed by two uppercase hex digits"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a=b ts=1 dur=1 \n",
+       "byte 0x3d is not allowed unescaped in name"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 x=[1]\n",
+       "byte 0x5b is not allowed unescaped in attributes"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 x=1\r\n",
+       "byte 0x0d is not allowed unescaped in attributes"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 " + std::string(193, 'a') + "\n",
+       "attributes of 193 bytes"},
+      {pre + "pid=99999999999 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 \n",
+       "pid 99999999999 is larger than 4294967295"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=18446744073709551616 dur=1 \n",
+       "ts does not fit 64 bits"},
+      {pre + "pid=1 tid=1 inv=0 hid=0 depth=0 name=a dur=1 ts=1 \n", "expected \" ts=\""},
+      {"[STRACE] v=2 pid=1 tid=1 inv=0 hid=0 depth=0 name=a ts=1 dur=1 \n", "expected \" v=1 pid=\""},
+      {"[CLOCK_ANCHOR] v=1 pid=1 mono_ns=1 wall_ns=1\n", "expected \"[mono_ns=\""},
+      {"[mono_ns=1][T0x1][TIMING] clock_anchor: [CLOCK_ANCHOR] v=1 pid=1 mono_ns=1 wall_ns=1 x\n",
+       "unexpected bytes after wall_ns"},
+      {"[SPANRING_DROPS] v=1 pid=1 tid=1 dropped=1 first_seq=0 last_seq=0 reason=bogus\n",
+       "unknown drop reason"},
+      {"[SPANRING_DROPS] v=1 pid=1 tid=1 dropped=1 first_seq=5 last_seq=4 reason=ring_full\n",
+       "last_seq 4 < first_seq"},
+      {"[SPANRING_UNFINISHED] v=1 pid=1 tid=1 inv=0 depth=0 name=x ts=1 reason=other\n",
+       "expected \" reason=owner_died\""},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.line);
+    Collector c;
+    const ReadResult r = read_text(good + b.line + good, c);
+    CHECK(r.status == ReadResult::Status::kCorrupt);
+    CHECK(r.message.find("line 2 (byte " + std::to_string(good.size()) + "): ") == 0);
+    CHECK_MESSAGE(r.message.find(b.why) != std::string::npos, r.message);
+    CHECK(r.error_offset == good.size());
+    CHECK(c.events.size() == 1);  // the line before was delivered, nothing after
+  }
+}
+
+TEST_CASE("an empty trace says so and exits 0; a file that is not a trace says why, exit 1") {
+  int rc = -1;
+  std::string err;
+  json r = report_of("", &rc, &err);
+  CHECK(rc == 0);
+  CHECK(r["records"] == 0);
+  CHECK(r["status"] == "complete");
+
+  TraceInput in = TraceInput::memory("", "empty");
+  std::string text;
+  {
+    TraceOutput out = TraceOutput::memory(&text);
+    std::string e;
+    CHECK(run_report(in, out, false, &e) == 0);
+    out.finish();
+  }
+  CHECK(text.find("no records: the trace holds no span") != std::string::npos);
+
+  // Only anchors: a trace, with no records.
+  r = report_of("[mono_ns=1][T0x1][TIMING] clock_anchor: [CLOCK_ANCHOR] v=1 pid=1 mono_ns=1 "
+                "wall_ns=1\n", &rc, &err);
+  CHECK(rc == 0);
+  CHECK(r["records"] == 0);
+  CHECK(r["processes"] == 1);
+
+  r = report_of("hello\nworld\n", &rc, &err);
+  CHECK(rc == 1);
+  CHECK(r.is_null());
+  CHECK(err.find("hand is not a trace: read 12 bytes (2 complete lines): no line holds "
+                 "[STRACE]") == 0);
+  CHECK(err.find("it starts with \"hello\\x0aworld\\x0a\"") != std::string::npos);
+
+  r = report_of(std::string("\x7f" "ELF\x02\x01\x01\0\0\0\0\0", 12) + std::string(3000, '\0'),
+                &rc, &err);
+  CHECK(rc == 1);
+  CHECK(err.find("NUL bytes (binary data)") != std::string::npos);
+}
+
+TEST_CASE("a text trace cut inside its last line reads every whole line and says so") {
+  const std::string t = std::string(kHandTrace);
+  const std::string cut = t.substr(0, t.size() - 10);
+  int rc = -1;
+  std::string err;
+  const json r = report_of(cut, &rc, &err);
+  CHECK(rc == 0);
+  CHECK(r["status"] == "cut");
+  CHECK(err.find("the file is cut at byte " + std::to_string(cut.size()) + ", inside line 20") !=
+        std::string::npos);
+  CHECK(r["unfinished"] == 1);  // the undescribed line was cut off
+}
+
+}  // TEST_SUITE("binary")
