@@ -1,0 +1,102 @@
+// det_emitter: emits the deterministic workload of det_workload.h from its main thread with
+// spanring::emit_record (records 0..N-1, in order), then writes what it did as JSON. It writes
+// nothing on stdout (the pipe test reads `spanring run -o /dev/stdout` from the same pipe).
+//
+//   det_emitter --out FILE.json [--count N] [--pace-us U] [--nested 1] [--fork-nested 1]
+//
+// --pace-us U: sleeps U us after every record (timer slack 1 us).
+// --nested 1: instead of the workload, three host spans that end in reverse order of their
+//   starts, all starting before the process attached (ts 1.0 s + 200, + 100, + 0 of
+//   CLOCK_MONOTONIC, emitted in that order): as a forked child's inherited open spans end.
+// --fork-nested 1: opens Span det.fork.outer, then det.fork.inner, waits 2 ms and forks inside
+//   both; parent and child each leave the two scopes (inner ends first), the child exits 0 and
+//   the parent waits for it. The child's anchor is taken at the fork, after both spans began.
+// JSON: {"pid": P, "tid": T, "enabled": 0|1, "count": N}. Exit 0; 1 when the JSON cannot be
+// written; 2 on bad usage.
+#include "det_workload.h"
+
+#include <spanring/span.h>
+
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+int main(int argc, char** argv) {
+  std::string out;
+  uint64_t count = 4000;
+  uint64_t pace_us = 0;
+  bool nested = false;
+  bool fork_nested = false;
+  bool bad = argc % 2 == 0;  // options come in pairs
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--out") out = argv[i + 1];
+    else if (a == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--pace-us") pace_us = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--nested") nested = std::string(argv[i + 1]) == "1";
+    else if (a == "--fork-nested") fork_nested = std::string(argv[i + 1]) == "1";
+    else bad = true;
+  }
+  if (out.empty() || bad) {
+    std::fprintf(stderr, "usage: %s --out FILE.json [--count N] [--pace-us U] [--nested 1] "
+                 "[--fork-nested 1]\n",
+                 argv[0]);
+    return 2;
+  }
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  if (fork_nested) {
+    count = 2;
+    pid_t child = -1;
+    {
+      spanring::Span outer{"det.fork.outer"};
+      {
+        spanring::Span inner{"det.fork.inner"};
+        const struct timespec ts = {0, 2 * 1000 * 1000};
+        ::nanosleep(&ts, nullptr);
+        child = ::fork();
+      }
+    }
+    if (child == 0) std::exit(0);
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "det_emitter: fork/child failed\n");
+      return 1;
+    }
+  } else if (nested) {
+    count = 3;
+    for (int64_t k = 2; k >= 0; --k) {
+      const std::string name = "det.nested" + std::string(static_cast<size_t>(k), 'x');
+      spanring::emit_record(name.c_str(), 7, 0, static_cast<int32_t>(k),
+                            det::kHostBase + k * 100, 1000 - k * 100, nullptr);
+    }
+  } else {
+    for (uint64_t i = 0; i < count; ++i) {
+      const det::Record r = det::record(i);
+      spanring::emit_record(r.null_name ? nullptr : r.name.c_str(), r.inv, r.hid, r.depth, r.ts,
+                            r.dur, r.null_attrs ? nullptr : r.attrs.c_str());
+      if (pace_us != 0) {
+        const struct timespec ts = {0, static_cast<long>(pace_us) * 1000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+  }
+  FILE* f = std::fopen(out.c_str(), "w");
+  if (f == nullptr ||
+      std::fprintf(f, "{\"pid\": %d, \"tid\": %ld, \"enabled\": %d, \"count\": %llu}\n",
+                   static_cast<int>(::getpid()), static_cast<long>(::syscall(SYS_gettid)),
+                   spanring::enabled() ? 1 : 0, static_cast<unsigned long long>(count)) < 0 ||
+      std::fclose(f) != 0) {
+    std::fprintf(stderr, "det_emitter: cannot write %s: %s\n", out.c_str(), std::strerror(errno));
+    return 1;
+  }
+  return 0;
+}
