@@ -124,13 +124,13 @@ void Span::begin(const char* name) noexcept {
   inv_ = t.inv;
   hid_ = t.hid;
   attrs_len_ = 0;
-  ts_ns_ = clock_ns();
+  start_ = clock_ns();
 }
 
 void Span::end() noexcept {
   const int64_t end_ns = clock_ns();
   t_state.depth -= 1;
-  write_line(name_, inv_, hid_, depth_, ts_ns_, end_ns - ts_ns_, attrs_, attrs_len_);
+  write_line(name_, inv_, hid_, depth_, start_, end_ns - start_, attrs_, attrs_len_);
 }
 
 void Span::append(std::string_view text) noexcept {

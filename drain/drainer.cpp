@@ -244,29 +244,27 @@ void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, 
 
 std::pair<uint64_t, uint64_t> Drainer::process_anchor(const RingState& rs,
                                                       const RecordCopy& first) const {
-  // The anchor's mono_ns must be <= every span start of the pid. The producer lowers its
-  // process' anchor (in every ring it writes afterwards) before publishing an explicit record
-  // that starts earlier, so take the lowest pair among the pid's rings, and the first record's
-  // start if it is lower still, keeping the (mono, wall) offset. Shared memory is untrusted: a
-  // pair with wall < mono is ignored.
+  // The anchor's mono_ns must be <= every span start of the pid. Spans timed by the process
+  // start after its anchor; an explicit record that starts before it makes the producer set
+  // anchor_origin (in the process and in its ring) before publishing, and then the anchor is
+  // announced at the clock's origin, (0, wall - mono), which keeps the offset. Shared memory is
+  // untrusted: a pair with wall < mono is announced as it is (the consumer's problem, not ours
+  // to invent a value), and the first record's start lowers the anchor if it is lower still.
   uint64_t mono = rs.anchor_mono;
   uint64_t wall = rs.anchor_wall;
-  for (uint32_t i = 0; i < rings_.size(); ++i) {
+  bool origin = false;
+  for (uint32_t i = 0; i < rings_.size() && !origin; ++i) {
     auto& r = const_cast<RingHeader&>(segment_.ring(i));
     // acquire: pairs with the claim's release of kRingActive, after the owner fields.
     const uint32_t state = r.state.load(std::memory_order_acquire);
     if ((state != kRingActive && state != kRingReleased) || r.owner_pid != rs.pid ||
         r.owner_start_time != rs.start_time)
       continue;
-    // relaxed: the producer's release of head, which we acquired for the first record, orders
-    // its anchor stores; for other rings either pair is a valid anchor.
-    const uint64_t m = std::atomic_ref(r.anchor_mono_ns).load(std::memory_order_relaxed);
-    const uint64_t w = std::atomic_ref(r.anchor_wall_ns).load(std::memory_order_relaxed);
-    if (m < mono && w >= m) {
-      mono = m;
-      wall = w;
-    }
+    // relaxed: for the first record's ring, its release of head (which we acquired) orders the
+    // flag; another ring's flag is set for records we have not read yet.
+    origin = r.anchor_origin.load(std::memory_order_relaxed) != 0;
   }
+  if (origin && wall >= mono) return {0, wall - mono};
   const uint64_t ts = first.header.ts_ns;
   if (ts < mono && !is_device_span(first) && mono - ts <= wall) {
     wall -= mono - ts;
@@ -285,6 +283,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
   rs.start_time = r.owner_start_time;
   rs.anchor_mono = r.anchor_mono_ns;
   rs.anchor_wall = r.anchor_wall_ns;
+  rs.anchor_tsc = r.anchor_tsc;
   // relaxed: tail is written only by drainers, and a previous drainer's stores were made
   // before its release of the drainer lock, which we acquired.
   rs.read = r.tail.load(std::memory_order_relaxed);
@@ -327,9 +326,11 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
       break;  // published just before the kill: written, not unfinished
     const size_t n = o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes;
+    const uint64_t ts = o.tsc != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
+                                   : o.ts_ns;
     char* p = reserve(sink_.max_event_bytes());
     commit(sink_.unfinished(p, rs.pid, rs.tid, o.inv, d, std::string_view(o.name, n),
-                            o.name_cut != 0, o.ts_ns));
+                            o.name_cut != 0, ts));
     ++stats_.unfinished;
   }
   if (depth > described && depth <= (1u << 20)) {
@@ -410,6 +411,14 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       p += sink_.drops(p, rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1, DropReason::kReentrant);
       stats_.dropped += seqs;
     } else {
+      const uint64_t raw_ts = h.ts_ns;
+      if (h.flags & kRecordTsc) {
+        const TscClock::Interval ns =
+            clock_.span_ns(h.ts_ns, h.dur_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+        rec.header.ts_ns = ns.start_ns;
+        rec.header.dur_ns = ns.dur_ns;
+        rec.header.flags &= static_cast<uint16_t>(~kRecordTsc);
+      }
       if (anchored_pids_.insert(rs.pid).second) {
         const auto [mono, wall] = process_anchor(rs, rec);
         p += sink_.process(p, rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid));
@@ -424,7 +433,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       p += sink_.span(p, rs.pid, rs.tid, rec);
       ++current_->records;
       ++stats_.written;
-      rs.last_ts = h.ts_ns;
+      rs.last_ts = raw_ts;
       rs.last_depth = h.depth;
       rs.has_last = true;
     }
@@ -441,6 +450,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 }
 
 uint64_t Drainer::poll() {
+  clock_.maybe_sample();
   while (Buffer* b = writer_.take_done(0)) apply(b);
   const uint64_t before = stats_.written + stats_.dropped;
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, false);

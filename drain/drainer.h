@@ -19,6 +19,7 @@
 
 #include "ring_reader.h"
 #include "sink.h"
+#include "tsc_clock.h"
 #include "uring_writer.h"
 
 #include <spanring/segment.h>
@@ -108,10 +109,11 @@ class Drainer {
     uint64_t start_time = 0;
     uint64_t anchor_mono = 0;
     uint64_t anchor_wall = 0;
+    uint64_t anchor_tsc = 0;  // TSC at anchor_mono; converts kRecordTsc times (tsc_clock.h)
     uint64_t read = 0;        // next slot to read (>= the shared tail)
     uint64_t next_seq = 0;    // next expected record sequence number
     uint64_t drops_reported = 0;  // drops of this owner already reported
-    uint64_t last_ts = 0;     // the last record read: its ts and depth, to tell an open-span
+    uint64_t last_ts = 0;     // the last record read: its raw ts and depth, to tell an open-span
     uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
     bool has_last = false;
     bool announced = false;   // the sink has had thread() for this owner
@@ -147,6 +149,7 @@ class Drainer {
   Buffer* current_ = nullptr;
   uint64_t in_flight_ = 0;  // buffers handed to the writer and not yet back
   std::unordered_set<uint32_t> anchored_pids_;
+  TscClock clock_;  // TSC ticks of kRecordTsc records and open spans -> CLOCK_MONOTONIC ns
   std::unordered_set<uint32_t> pids_;
   std::unordered_set<uint64_t> threads_;
   uint64_t no_ring_reported_ = 0;  // as written into buffers (the header has the committed)

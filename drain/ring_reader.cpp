@@ -28,9 +28,9 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
     return ReadStatus::kCorrupt;
   }
   // At most one marker bit; a marker carries no payload, a span has a name.
-  const uint16_t marker = h.flags & kRecordFlagsKnown;
+  const uint16_t marker = h.flags & kRecordMarkers;
   if ((h.flags & ~kRecordFlagsKnown) != 0 || (marker & (marker - 1)) != 0 ||
-      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0)) ||
+      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0 || (h.flags & kRecordTsc) != 0)) ||
       (marker == 0 && h.name_len == 0) ||
       ((marker & kRecordReentrant) != 0 && (h.dur_ns == 0 || h.dur_ns > kReentrantMarkerMax))) {
     why = "record at slot " + std::to_string(pos) + " has bad flags " + std::to_string(h.flags);

@@ -10,6 +10,10 @@
 #include <spanring/test_point.h>
 
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -41,6 +45,9 @@ struct ProcessState {
   uint64_t start_time = 0;     // clock ticks since boot
   uint64_t anchor_mono_ns = 0;
   uint64_t anchor_wall_ns = 0;
+  uint64_t anchor_tsc = 0;      // TSC at anchor_mono_ns; 0 when Spans are timed by clock_gettime
+  uint32_t anchor_origin = 0;   // 1: announce the anchor at the clock's origin (lower_anchor)
+  bool use_tsc = false;         // Spans read the TSC (invariant TSC, SPANRING_CLOCK not "monotonic")
   pthread_key_t release_key{};
   bool key_ok = false;
 };
@@ -86,19 +93,66 @@ namespace {
 // ring does not scan the ring table on every record.
 constexpr uint32_t kNoRingRetry = 1024;
 
+inline uint64_t read_tsc() noexcept {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
 int64_t clock_ns(clockid_t id) noexcept {
   timespec ts;
   clock_gettime(id, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+// Whether the CPU's TSC runs at a constant rate in every state (CPUID 0x80000007 EDX bit 8,
+// "invariant TSC", the same bit on Intel and AMD), so that ticks convert linearly to
+// CLOCK_MONOTONIC. SPANRING_CLOCK=monotonic forces clock_gettime.
+bool invariant_tsc() noexcept {
+#if defined(__x86_64__)
+  const char* clock = std::getenv("SPANRING_CLOCK");
+  if (clock != nullptr && std::strcmp(clock, "monotonic") == 0) return false;
+  unsigned a, b, c, d;
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) == 0 || a < 0x80000007) return false;
+  __get_cpuid(0x80000007, &a, &b, &c, &d);
+  return (d & (1u << 8)) != 0;
+#else
+  return false;
+#endif
+}
+
 void take_anchor(ProcessState& p) noexcept {
   // Read CLOCK_MONOTONIC around CLOCK_REALTIME and pair the realtime reading with the midpoint.
+  // The first clock reads of a process may fault in the vDSO's pages (microseconds): these
+  // reads come after the warm-up of the first one.
+  clock_ns(CLOCK_REALTIME);
   const int64_t m0 = clock_ns(CLOCK_MONOTONIC);
   const int64_t w = clock_ns(CLOCK_REALTIME);
   const int64_t m1 = clock_ns(CLOCK_MONOTONIC);
   p.anchor_mono_ns = static_cast<uint64_t>(m0 + (m1 - m0) / 2);
   p.anchor_wall_ns = static_cast<uint64_t>(w);
+  p.use_tsc = invariant_tsc();
+  p.anchor_tsc = 0;
+  if (p.use_tsc) {
+    // The TSC read around CLOCK_MONOTONIC, five times; the try with the closest TSC reads (the
+    // least disturbed by an interrupt) gives the pair (midpoint of its TSC reads, its mono).
+    uint64_t best_gap = UINT64_MAX;
+    for (int i = 0; i < 5; ++i) {
+      const uint64_t t0 = read_tsc();
+      const int64_t m = clock_ns(CLOCK_MONOTONIC);
+      const uint64_t t1 = read_tsc();
+      if (t1 - t0 < best_gap) {
+        best_gap = t1 - t0;
+        p.anchor_tsc = t0 + (t1 - t0) / 2;
+        // The anchor moves to this read of the monotonic clock, keeping its wall - mono offset.
+        p.anchor_wall_ns = static_cast<uint64_t>(w + (m - (m0 + (m1 - m0) / 2)));
+        p.anchor_mono_ns = static_cast<uint64_t>(m);
+      }
+    }
+  }
+  p.anchor_origin = 0;
 }
 
 void disable(const char* why) noexcept {
@@ -229,9 +283,13 @@ bool claim_ring(ThreadState& t) noexcept {
     r.owner_tid = tid;
     r.generation += 1;
     r.owner_start_time = p.start_time;
-    // relaxed: lower_anchor() may change the process' pair concurrently; either pair is valid.
-    r.anchor_mono_ns = std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed);
-    r.anchor_wall_ns = std::atomic_ref(g_process.anchor_wall_ns).load(std::memory_order_relaxed);
+    r.anchor_mono_ns = p.anchor_mono_ns;
+    r.anchor_wall_ns = p.anchor_wall_ns;
+    r.anchor_tsc = p.anchor_tsc;
+    // relaxed: lower_anchor() may set the process' flag concurrently; the record that needs it
+    // sets the ring's too.
+    r.anchor_origin.store(std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
     copy_thread_name(r.thread_name);
     // relaxed: both written before the drainer's kRingFree release, which our CAS acquired.
     t.head = r.head.load(std::memory_order_relaxed);
@@ -403,33 +461,33 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
 
 // A caller-supplied start before the process' clock anchor (a span begun before attach, or a
 // timestamp taken elsewhere): [STRACE] consumers convert ts to wall time only from the anchor on,
-// and later explicit records may start earlier still. So the anchor moves to the clock's origin,
-// (mono 0, wall - mono): the same offset, valid for every host timestamp. Written to the process
-// and to the caller's ring before the record is published, so the drainer, which announces a
-// process when it reads its first record, sees it. Device spans (clk=dev) are on another clock.
+// and later explicit records may start earlier still. So the process' anchor is announced at the
+// clock's origin, (mono 0, wall - mono): the same offset, before every host timestamp. The flag
+// goes to the process and to the caller's ring before the record is published, so the drainer,
+// which announces a process when it reads its first record, sees it. Device spans (clk=dev) are
+// on another clock and never move it.
 void lower_anchor(const char* attrs, uint32_t attrs_len) noexcept {
   if (attrs != nullptr && is_device_attrs(std::string_view(attrs, attrs_len))) return;
-  std::atomic_ref mono(g_process.anchor_mono_ns);
-  std::atomic_ref wall(g_process.anchor_wall_ns);
-  // relaxed: both pairs are valid anchors; the record's release of head orders the ring's copy.
-  const uint64_t m = mono.load(std::memory_order_relaxed);
-  const uint64_t w = wall.load(std::memory_order_relaxed);
-  if (m == 0 || w < m) return;
-  wall.store(w - m, std::memory_order_relaxed);
-  mono.store(0, std::memory_order_relaxed);
-  if (RingHeader* r = t_state.ring) {
-    std::atomic_ref(r->anchor_wall_ns).store(w - m, std::memory_order_relaxed);
-    std::atomic_ref(r->anchor_mono_ns).store(0, std::memory_order_relaxed);
-  }
+  // relaxed: the record's release of head orders the ring's flag for the drainer.
+  std::atomic_ref(g_process.anchor_origin).store(1, std::memory_order_relaxed);
+  if (RingHeader* r = t_state.ring) r->anchor_origin.store(1, std::memory_order_relaxed);
+}
+
+// Whether an explicit record starting at ts_ns must move the anchor (see lower_anchor).
+inline bool before_anchor(int64_t ts_ns) noexcept {
+  // relaxed: a flag this process only ever sets; a stale 0 costs one redundant store.
+  return ts_ns >= 0 && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
+         std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0;
 }
 
 uint32_t bounded_len(const char* s, uint32_t max) noexcept {
   return s == nullptr ? 0 : static_cast<uint32_t>(strnlen(s, max));
 }
 
-bool emit_checked(const char* name, uint64_t inv, uint64_t hid, int64_t depth, int64_t ts,
-                  int64_t dur, const char* attrs, uint32_t attrs_len) noexcept {
-  const uint32_t name_len = bounded_len(name, kNameRawMax);
+// flags: 0 or kRecordTsc (ts and dur in TSC ticks).
+bool emit_checked(const char* name, uint32_t name_len, uint64_t inv, uint64_t hid, int64_t depth,
+                  int64_t ts, int64_t dur, const char* attrs, uint32_t attrs_len,
+                  uint16_t flags = 0) noexcept {
   if (name_len == 0 || ts < 0 || dur < 0 || depth < 0) {
     // A [STRACE] consumer silently drops empty names and negative numbers: publish a drop
     // marker instead, so the loss is reported with its reason.
@@ -437,7 +495,7 @@ bool emit_checked(const char* name, uint64_t inv, uint64_t hid, int64_t depth, i
     return false;
   }
   return write_record(name, name_len, attrs, attrs_len, static_cast<uint64_t>(ts),
-                      static_cast<uint64_t>(dur), inv, hid, static_cast<uint32_t>(depth), 0);
+                      static_cast<uint64_t>(dur), inv, hid, static_cast<uint32_t>(depth), flags);
 }
 
 // Formats v in decimal at out (room for 20 digits); returns the digit count. No snprintf: this
@@ -466,22 +524,18 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
                  int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
-  // relaxed: a hint; lower_anchor() rechecks.
-  if (ts_ns >= 0 && static_cast<uint64_t>(ts_ns) <
-                        std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed))
-    lower_anchor(attrs, attrs_len);
-  return emit_checked(name, inv, hid, depth, ts_ns, dur_ns, attrs, attrs_len);
+  if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
+  return emit_checked(name, bounded_len(name, kNameRawMax), inv, hid, depth, ts_ns, dur_ns, attrs,
+                      attrs_len);
 }
 
 bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
   const ThreadState& t = t_state;
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
-  // relaxed: a hint; lower_anchor() rechecks.
-  if (ts_ns >= 0 && static_cast<uint64_t>(ts_ns) <
-                        std::atomic_ref(g_process.anchor_mono_ns).load(std::memory_order_relaxed))
-    lower_anchor(attrs, attrs_len);
-  return emit_checked(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs, attrs_len);
+  if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
+  return emit_checked(name, bounded_len(name, kNameRawMax), t.inv, t.hid, t.depth, ts_ns, dur_ns,
+                      attrs, attrs_len);
 }
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
@@ -506,11 +560,13 @@ void Span::begin(const char* name) noexcept {
   }
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";  // an empty name is reported as an invalid record
+  name_len_ = static_cast<uint16_t>(strnlen(name_, kNameRawMax));
   depth_ = t.depth++;
   inv_ = t.inv;
   hid_ = t.hid;
   attrs_len_ = 0;
-  ts_ns_ = now_ns();
+  tsc_ = g_process.use_tsc;
+  start_ = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
   if (t.ring == nullptr && t.busy == 0 && t.no_ring_wait == 0) {
     // The thread's first record-to-be claims its ring now, so that this span is described in
     // the ring's open-span stack if the process dies before it ends.
@@ -522,13 +578,14 @@ void Span::begin(const char* name) noexcept {
   }
   if (t.ring != nullptr && depth_ < kOpenSpanMax) {
     OpenSpan& o = t.ring->open[depth_];
-    const uint32_t n = static_cast<uint32_t>(strnlen(name_, kOpenNameBytes + 1));
-    o.ts_ns = static_cast<uint64_t>(ts_ns_);
+    const uint32_t n = name_len_;
+    o.ts_ns = static_cast<uint64_t>(start_);
     o.inv = inv_;
     o.hid = hid_;
     o.depth = depth_;
     o.name_len = static_cast<uint16_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
     o.name_cut = n > kOpenNameBytes;
+    o.tsc = tsc_;
     std::memcpy(o.name, name_, o.name_len);
   }
   if (t.ring != nullptr) {
@@ -538,10 +595,12 @@ void Span::begin(const char* name) noexcept {
 }
 
 void Span::end() noexcept {
-  const int64_t end_ns = now_ns();
+  const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
   ThreadState& t = t_state;
   t.depth -= 1;
-  emit_checked(name_, inv_, hid_, depth_, ts_ns_, end_ns - ts_ns_, attrs_, attrs_len_);
+  // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
+  emit_checked(name_, name_len_, inv_, hid_, depth_, start_, end > start_ ? end - start_ : 0,
+               attrs_, attrs_len_, tsc_ ? kRecordTsc : 0);
   // After the record is published: a process killed in between reports the span both written
   // and open, which the drainer recognises (the last record has its ts and depth); lowering the
   // depth first would lose it silently.

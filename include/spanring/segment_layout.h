@@ -1,4 +1,4 @@
-// spanring shared-memory segment layout, version 1.
+// spanring shared-memory segment layout, version 2.
 //
 // One named POSIX shared-memory object per traced job. It is created and sized once by the
 // drainer (`spanring run` / `spanring drain --create`), then opened by every traced process
@@ -55,7 +55,9 @@ namespace spanring {
 inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // Bumped whenever any struct in this file changes shape or meaning. A process that finds another
 // version refuses the segment; it never guesses.
-inline constexpr uint32_t kLayoutVersion = 1;
+// Version 2: TSC times in records (kRecordTsc) and open spans, RingHeader::anchor_tsc and
+// anchor_origin, reentrant-drop markers.
+inline constexpr uint32_t kLayoutVersion = 2;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -88,14 +90,20 @@ inline constexpr uint16_t kRecordInvalid = 1u << 0;
 // dur_ns = the number of such records (1..2^32), which take sequence numbers seq..seq+dur_ns-1;
 // reported as a drop with reason `reentrant`. name_len == attrs_len == 0.
 inline constexpr uint16_t kRecordReentrant = 1u << 1;
-inline constexpr uint16_t kRecordFlagsKnown = kRecordInvalid | kRecordReentrant;
+// ts_ns and dur_ns are TSC ticks, not ns: a Span timed with rdtsc (the producer's hot path, when
+// the CPU has an invariant TSC). The drainer converts them to CLOCK_MONOTONIC ns from the ring's
+// (anchor_tsc, anchor_mono_ns) pair and its own (TSC, CLOCK_MONOTONIC) samples.
+inline constexpr uint16_t kRecordTsc = 1u << 2;
+inline constexpr uint16_t kRecordMarkers = kRecordInvalid | kRecordReentrant;
+inline constexpr uint16_t kRecordFlagsKnown = kRecordMarkers | kRecordTsc;
 inline constexpr uint64_t kReentrantMarkerMax = 0xffffffffu;
 
 // First slot of every record. Explicit-width fields only; padding is explicit.
 struct RecordHeader {
   uint64_t seq;        // per-ring record sequence number, from 0 for each owner; gaps are drops
-  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns (device spans: the caller's device clock)
-  uint64_t dur_ns;     // duration, ns
+  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns (device spans: the caller's device
+                       // clock; kRecordTsc: TSC ticks)
+  uint64_t dur_ns;     // duration, ns (kRecordTsc: TSC ticks)
   uint64_t inv;        // invocation id, 0 = none
   uint64_t hid;        // callable hash, 0 = none
   uint32_t depth;      // nesting depth, 0 = outermost
@@ -140,12 +148,13 @@ inline constexpr uint32_t kMaxRingCount = 1u << 16;     // rings: sanity bound
 // A span that is open (begun, not yet ended) on a ring's owner thread: written by the owner at
 // Span begin, read by the drainer only after the owner died, to report it as unfinished.
 struct OpenSpan {
-  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns
+  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns, or TSC ticks when `tsc` is 1
   uint64_t inv;        // invocation id
   uint64_t hid;        // callable hash
   uint32_t depth;      // nesting depth
   uint16_t name_len;   // raw name bytes stored, 0..kOpenNameBytes
-  uint16_t name_cut;   // 1: the name went on past name[] (the report marks it `~`)
+  uint8_t name_cut;    // 1: the name went on past name[] (the report marks it `~`)
+  uint8_t tsc;         // 1: ts_ns is TSC ticks (as in a kRecordTsc record)
   char name[32];       // the first raw name bytes
 };
 static_assert(std::is_standard_layout_v<OpenSpan>);
@@ -169,13 +178,16 @@ struct alignas(64) RingHeader {
   uint64_t anchor_mono_ns;      // owner process clock anchor: CLOCK_MONOTONIC ns ...
   uint64_t anchor_wall_ns;      // ... and CLOCK_REALTIME ns, read together at the process' attach
   char thread_name[16];         // prctl(PR_GET_NAME) at claim, NUL-terminated unless 16 bytes
-  uint8_t reserved0[8];
+  uint64_t anchor_tsc;          // TSC read with anchor_mono_ns (its midpoint); 0: no TSC times
 
   // ---- line 1: producer-owned.
   std::atomic<uint64_t> head;   // slots published (monotonic, wraps at 2^64)
   std::atomic<uint64_t> drops;  // records this owner dropped because the ring was full
   std::atomic<uint32_t> open_depth;  // Spans open on the owner thread (entries in open[])
-  uint8_t reserved1[44];
+  // 1: the process emitted a record that starts before its anchor, so its anchor is announced
+  // as (0, anchor_wall_ns - anchor_mono_ns), which precedes every host timestamp.
+  std::atomic<uint32_t> anchor_origin;
+  uint8_t reserved1[40];
 
   // ---- line 2: drainer-owned. Together with the segment's commit journal, what a restarted
   // drainer needs to resume this owner exactly where the file ends.
@@ -196,6 +208,8 @@ static_assert(offsetof(RingHeader, thread_name) == 40);
 static_assert(offsetof(RingHeader, head) == 64);
 static_assert(offsetof(RingHeader, drops) == 72);
 static_assert(offsetof(RingHeader, open_depth) == 80);
+static_assert(offsetof(RingHeader, anchor_tsc) == 56);
+static_assert(offsetof(RingHeader, anchor_origin) == 84);
 static_assert(offsetof(RingHeader, tail) == 128);
 static_assert(offsetof(RingHeader, next_seq) == 136);
 static_assert(offsetof(RingHeader, drained_generation) == 152);

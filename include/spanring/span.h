@@ -18,7 +18,9 @@
 #include <spanring/segment_layout.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace spanring {
@@ -86,14 +88,21 @@ class Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
-  // Each attr() is an inline check and, only while recording, a call into the library: a
+  // Each attr() is an inline check; while recording, an integer is formatted inline (std::
+  // to_chars) when it surely fits, else by a call into the library, which cuts at the limit. A
   // span on a process with tracing disabled costs no call at all.
   Span& attr(std::string_view key, int64_t value) noexcept {
-    if (name_ != nullptr) append_int(key, value);
+    if (name_ != nullptr) {
+      if (fits(key)) put_number(key, value);
+      else append_int(key, value);
+    }
     return *this;
   }
   Span& attr(std::string_view key, uint64_t value) noexcept {
-    if (name_ != nullptr) append_uint(key, value);
+    if (name_ != nullptr) {
+      if (fits(key)) put_number(key, value);
+      else append_uint(key, value);
+    }
     return *this;
   }
   Span& attr(std::string_view key, int value) noexcept { return attr(key, int64_t{value}); }
@@ -124,12 +133,30 @@ class Span {
   void append_uint(std::string_view key, uint64_t value) noexcept;
   void append_text(std::string_view key, std::string_view value) noexcept;
 
+  // Room for " key=" and the longest integer (20 digits and a sign) before the raw limit.
+  bool fits(std::string_view key) const noexcept {
+    return key.size() <= kAttrsRawMax && attrs_len_ + key.size() + 23 <= kAttrsRawMax;
+  }
+  template <class Int>
+  void put_number(std::string_view key, Int value) noexcept {
+    char* p = attrs_ + attrs_len_;
+    *p = ' ';
+    p += attrs_len_ != 0;
+    std::memcpy(p, key.data(), key.size());
+    p += key.size();
+    *p++ = '=';
+    p = std::to_chars(p, p + 21, value).ptr;
+    attrs_len_ = static_cast<uint16_t>(p - attrs_);
+  }
+
   const char* name_ = nullptr;  // null: tracing was disabled at construction
-  int64_t ts_ns_ = 0;
+  int64_t start_ = 0;           // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
   uint64_t inv_ = 0;
   uint64_t hid_ = 0;
   uint32_t depth_ = 0;
+  uint16_t name_len_ = 0;  // strnlen(name_, kNameRawMax), measured once at begin
   uint16_t attrs_len_ = 0;
+  bool tsc_ = false;             // timed by the TSC (the record carries kRecordTsc)
   char attrs_[kAttrsRawMax];  // raw attribute text, not NUL-terminated
 };
 

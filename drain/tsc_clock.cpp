@@ -1,0 +1,154 @@
+#include "tsc_clock.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace spanring {
+namespace {
+
+__extension__ typedef unsigned __int128 u128;  // 64x64 -> 128-bit products
+
+constexpr uint64_t kSampleEveryNs = 10'000'000;  // 10 ms
+
+uint64_t rdtsc() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+// ns per tick between two pairs, 32.32 fixed point (0 when they do not rise together).
+uint64_t slope(TscClock::Pair a, TscClock::Pair b) {
+  if (b.tsc <= a.tsc || b.ns < a.ns) return 0;
+  const u128 r = (u128(b.ns - a.ns) << 32) / (b.tsc - a.tsc);
+  return r > UINT64_MAX ? UINT64_MAX : uint64_t(r);
+}
+
+uint64_t saturating_add(uint64_t a, u128 b) {
+  const u128 s = u128(a) + b;
+  return s > UINT64_MAX ? UINT64_MAX : uint64_t(s);
+}
+
+}  // namespace
+
+bool TscClock::available() {
+#if defined(__x86_64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+TscClock::Pair TscClock::read_pair() {
+  // The pair whose two TSC reads are closest together: the one least disturbed by an interrupt.
+  Pair best{0, 0};
+  uint64_t best_gap = UINT64_MAX;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t a = rdtsc();
+    const uint64_t ns = mono_ns();
+    const uint64_t b = rdtsc();
+    if (b - a < best_gap) {
+      best_gap = b - a;
+      best = Pair{a + (b - a) / 2, ns};
+    }
+  }
+  return best;
+}
+
+TscClock::TscClock() {
+  if (!available()) return;
+  samples_.push_back(read_pair());
+  const timespec two_ms{0, 2'000'000};
+  nanosleep(&two_ms, nullptr);
+  add(read_pair());
+}
+
+TscClock::TscClock(std::vector<Pair> samples) {
+  for (const Pair& p : samples) {
+    if (samples_.empty()) samples_.push_back(p);
+    else add(p);
+  }
+  if (samples_.size() < 2) throw std::invalid_argument("TscClock needs two rising samples");
+}
+
+void TscClock::update_rate() {
+  rate_ = slope(samples_.front(), samples_.back());
+  sample_ticks_ = rate_ == 0 ? 1 : uint64_t((u128(kSampleEveryNs) << 32) / rate_);
+}
+
+void TscClock::add(Pair p) {
+  if (!samples_.empty() && (p.tsc <= samples_.back().tsc || p.ns < samples_.back().ns)) return;
+  if (samples_.size() == kMaxSamples) {
+    // Keep every other sample and the last: the same span of time at half the resolution.
+    size_t out = 0;
+    for (size_t i = 0; i < samples_.size(); i += 2) samples_[out++] = samples_[i];
+    if (samples_[out - 1].tsc != samples_.back().tsc) samples_[out++] = samples_.back();
+    samples_.resize(out);
+    slopes_.clear();
+    for (size_t i = 1; i < samples_.size(); ++i) slopes_.push_back(slope(samples_[i - 1], samples_[i]));
+  }
+  if (!samples_.empty()) slopes_.push_back(slope(samples_.back(), p));
+  samples_.push_back(p);
+  update_rate();
+}
+
+void TscClock::maybe_sample() {
+  if (samples_.empty()) return;
+  if (rdtsc() - samples_.back().tsc >= sample_ticks_) add(read_pair());
+}
+
+uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
+  if (!backward) return saturating_add(from.ns, (u128(t - from.tsc) * rate) >> 32);
+  const u128 back = (u128(from.tsc - t) * rate) >> 32;
+  return back >= from.ns ? 0 : from.ns - uint64_t(back);
+}
+
+uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
+  const bool use_anchor = anchor.tsc != 0 && anchor.tsc <= t;
+  if (samples_.empty()) return use_anchor ? anchor.ns : 0;  // no TSC on this machine
+  // The nearest samples below (lo) and above (hi) t.
+  const auto hi_it = std::upper_bound(samples_.begin(), samples_.end(), t,
+                                      [](uint64_t v, const Pair& p) { return v < p.tsc; });
+  const bool has_lo = hi_it != samples_.begin();
+  Pair lo = has_lo ? *(hi_it - 1) : Pair{0, 0};
+  bool lo_ok = has_lo;
+  if (use_anchor && (!lo_ok || anchor.tsc > lo.tsc)) {
+    lo = anchor;  // the process' own pair is nearer
+    lo_ok = true;
+  }
+  uint64_t ns;
+  if (lo_ok && hi_it != samples_.end()) {
+    // Between two samples: their precomputed slope, unless the anchor is the lower pair.
+    const size_t hi = size_t(hi_it - samples_.begin());
+    const uint64_t s =
+        has_lo && lo.tsc == samples_[hi - 1].tsc ? slopes_[hi - 1] : slope(lo, *hi_it);
+    ns = apply(lo, t, s, false);
+  } else if (lo_ok) {
+    ns = apply(lo, t, rate_, false);
+  } else {
+    ns = apply(*hi_it, t, rate_, true);
+  }
+  if (use_anchor && ns < anchor.ns) ns = anchor.ns;
+  return ns;
+}
+
+TscClock::Interval TscClock::span_ns(uint64_t t, uint64_t dur, Pair anchor) const {
+  const uint64_t start = to_ns(t, anchor);
+  const uint64_t end = to_ns(t + dur < t ? UINT64_MAX : t + dur, anchor);
+  return Interval{start, end > start ? end - start : 0};
+}
+
+}  // namespace spanring

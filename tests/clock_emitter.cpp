@@ -1,0 +1,80 @@
+// clock_emitter: Spans bracketed by CLOCK_MONOTONIC reads, for tests/test_mp_clock.cpp.
+//
+//   clock_emitter --out FILE.json [--spans N] [--gap-us G]
+//
+// For i in 0..N-1: before = spanring::now_ns(); a Span `clock.check` with attr i=<i> that
+// busy-waits i % 7 us; after = now_ns(); then sleeps G us. The spans are spread over N * G us,
+// so the drainer converts TSC times across many of its clock samples. Half of them run in a
+// forked child (the child keeps its parent's clock anchor). JSON, one line per process:
+// {"pid": P, "first": i0, "before": [...], "after": [...]}. Exit 0; 2 on bad usage.
+#include <spanring/span.h>
+
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+void run(const char* out, uint64_t first, uint64_t count, uint64_t gap_us) {
+  std::vector<int64_t> before(count), after(count);
+  for (uint64_t k = 0; k < count; ++k) {
+    const uint64_t i = first + k;
+    before[k] = spanring::now_ns();
+    {
+      spanring::Span s{"clock.check"};
+      s.attr("i", i);
+      const int64_t until = spanring::now_ns() + int64_t(i % 7) * 1000;
+      while (spanring::now_ns() < until) {
+      }
+    }
+    after[k] = spanring::now_ns();
+    const timespec gap{0, long(gap_us) * 1000};
+    nanosleep(&gap, nullptr);
+  }
+  FILE* f = std::fopen(out, "a");
+  if (f == nullptr) std::exit(1);
+  std::string line = "{\"pid\": " + std::to_string(::getpid()) + ", \"first\": " +
+                     std::to_string(first) + ", \"before\": [";
+  for (uint64_t k = 0; k < count; ++k) line += (k ? "," : "") + std::to_string(before[k]);
+  line += "], \"after\": [";
+  for (uint64_t k = 0; k < count; ++k) line += (k ? "," : "") + std::to_string(after[k]);
+  line += "]}\n";
+  std::fputs(line.c_str(), f);
+  std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* out = nullptr;
+  uint64_t spans = 200, gap_us = 5000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--out") out = argv[i + 1];
+    else if (a == "--spans") spans = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--gap-us") gap_us = std::strtoull(argv[i + 1], nullptr, 10);
+    else out = nullptr, i = argc;
+  }
+  if (out == nullptr || argc % 2 == 0) {
+    std::fprintf(stderr, "usage: %s --out FILE.json [--spans N] [--gap-us G]\n", argv[0]);
+    return 2;
+  }
+  const uint64_t half = spans / 2;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    run(out, half, spans - half, gap_us);
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
+  run(out, 0, half, gap_us);
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    return 1;
+  return 0;
+}

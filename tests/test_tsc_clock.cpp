@@ -1,0 +1,88 @@
+// TscClock (drain/tsc_clock.h): TSC ticks to CLOCK_MONOTONIC ns from sample pairs.
+#include "tsc_clock.h"
+
+#include <doctest/doctest.h>
+
+#include <time.h>
+
+#include <cstdint>
+#include <cstdlib>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+#include <vector>
+
+using spanring::TscClock;
+using Pair = TscClock::Pair;
+
+TEST_SUITE("unit") {
+
+TEST_CASE("ticks between samples interpolate on that interval's own rate") {
+  // 2 ticks per ns up to tick 2000, then 4 ticks per ns (a clock slewed in between).
+  TscClock c({{1000, 500}, {2000, 1000}, {6000, 2000}});
+  const Pair none{0, 0};
+  CHECK(c.to_ns(1000, none) == 500);
+  CHECK(c.to_ns(1500, none) == 750);
+  CHECK(c.to_ns(2000, none) == 1000);
+  CHECK(c.to_ns(4000, none) == 1500);
+  CHECK(c.to_ns(5999, none) == 1999);  // 1999.75, rounded down
+}
+
+TEST_CASE("ticks outside the samples extrapolate at the first-to-last rate, saturating") {
+  TscClock c({{1000, 500}, {3000, 1500}});  // 2 ticks per ns
+  const Pair none{0, 0};
+  CHECK(c.to_ns(5000, none) == 2500);
+  CHECK(c.to_ns(0, none) == 0);
+  CHECK(c.to_ns(600, none) == 300);
+  CHECK(c.to_ns(UINT64_MAX, none) > c.to_ns(UINT64_MAX / 2, none));
+}
+
+TEST_CASE("a process' own pair is used when nearer, and no span starts before it") {
+  TscClock c({{1000, 500}, {3000, 1500}});
+  // The process attached at tick 2000 when its clock read 1004 (the samples say 1000).
+  const Pair anchor{2000, 1004};
+  CHECK(c.to_ns(2000, anchor) == 1004);
+  CHECK(c.to_ns(2500, anchor) >= 1004);
+  CHECK(c.to_ns(3000, anchor) == 1500);  // from the anchor to the next sample
+  // Before the anchor (not a Span of this process), the samples alone.
+  CHECK(c.to_ns(1500, anchor) == 750);
+  const TscClock::Interval s = c.span_ns(2000, 1000, anchor);
+  CHECK(s.start_ns == 1004);
+  CHECK(s.dur_ns == 496);
+}
+
+TEST_CASE("samples that do not rise are ignored; a full table keeps its span at half resolution") {
+  TscClock c({{1000, 1000}, {2000, 2000}});
+  c.add({1500, 3000});  // earlier tick: ignored
+  c.add({3000, 1500});  // earlier ns: ignored
+  CHECK(c.to_ns(3000, {0, 0}) == 3000);
+  for (uint64_t k = 3; k < 3 * TscClock::kMaxSamples; ++k) c.add({k * 1000, k * 1000});
+  const uint64_t last = (3 * TscClock::kMaxSamples - 1) * 1000;
+  CHECK(c.to_ns(1000, {0, 0}) == 1000);
+  CHECK(c.to_ns(last, {0, 0}) == last);
+  CHECK(c.to_ns(last / 2 + 7, {0, 0}) == last / 2 + 7);
+  CHECK(c.rate_fixed() == (uint64_t{1} << 32));  // 1 ns per tick
+}
+
+TEST_CASE("the live clock converts a fresh TSC reading close to CLOCK_MONOTONIC") {
+  if (!TscClock::available()) return;
+#if defined(__x86_64__)
+  TscClock c;
+  CHECK(c.rate_fixed() > 0);
+  for (int k = 0; k < 3; ++k) {
+    timespec pause{0, 3'000'000};
+    nanosleep(&pause, nullptr);
+    c.maybe_sample();
+    const uint64_t a = __rdtsc();
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const uint64_t b = __rdtsc();
+    const int64_t mono = int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    const int64_t got = int64_t(c.to_ns(a + (b - a) / 2, {0, 0}));
+    // Extrapolated over ~3 ms from a 2 ms baseline: well within 20 us even on a noisy VM.
+    CHECK_MESSAGE(std::llabs(got - mono) < 20'000, "converted ", got, " vs clock ", mono);
+  }
+#endif
+}
+
+}  // TEST_SUITE
