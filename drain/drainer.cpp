@@ -293,9 +293,10 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
     rs.drops_reported = r.drops_reported;
   }
   pids_.insert(rs.pid);
-  threads_.insert((uint64_t{rs.pid} << 32) | rs.tid);
+  // A thread claims one ring for its life (a forked or exec'd image is a new owner), so owners
+  // adopted are threads; counted, not kept, so that thread churn does not grow the drainer.
   stats_.processes = pids_.size();
-  stats_.threads = threads_.size();
+  ++stats_.threads;
 }
 
 void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) {

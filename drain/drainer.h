@@ -151,7 +151,6 @@ class Drainer {
   std::unordered_set<uint32_t> anchored_pids_;
   TscClock clock_;  // TSC ticks of kRecordTsc records and open spans -> CLOCK_MONOTONIC ns
   std::unordered_set<uint32_t> pids_;
-  std::unordered_set<uint64_t> threads_;
   uint64_t no_ring_reported_ = 0;  // as written into buffers (the header has the committed)
   uint64_t vfork_reported_ = 0;
   DrainStats stats_;

@@ -2,6 +2,7 @@
 
 #include <spanring/encode.h>
 
+#include <charconv>
 #include <cstring>
 #include <string_view>
 
@@ -14,25 +15,9 @@ struct Out {
     std::memcpy(p, s.data(), s.size());
     p += s.size();
   }
-  void dec(uint64_t v) noexcept {
-    char tmp[20];
-    int n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    while (n > 0) *p++ = tmp[--n];
-  }
-  void hex(uint64_t v) noexcept {
-    static constexpr char kDigits[] = "0123456789abcdef";
-    char tmp[16];
-    int n = 0;
-    do {
-      tmp[n++] = kDigits[v & 0xf];
-      v >>= 4;
-    } while (v != 0);
-    while (n > 0) *p++ = tmp[--n];
-  }
+  // std::to_chars: lowercase digits, no leading zeros, as the spec's fields are written.
+  void dec(uint64_t v) noexcept { p = std::to_chars(p, p + 20, v).ptr; }
+  void hex(uint64_t v) noexcept { p = std::to_chars(p, p + 16, v, 16).ptr; }
   void prefix(uint64_t mono, uint32_t tid, std::string_view what) noexcept {
     str("[mono_ns=");
     dec(mono);

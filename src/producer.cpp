@@ -317,6 +317,9 @@ bool claim_ring(ThreadState& t) noexcept {
 
 // Copies `len` payload bytes to stream position `pos` of the record whose first slot is `first`
 // (positions 0..11 are the first slot's payload, then 64 bytes per following slot, wrapping).
+// Only for a record that wraps around the ring's end; write_record copies others in one piece.
+static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotBytes,
+              "the inline payload ends where the next slot begins");
 void put_payload(const ThreadState& t, uint64_t first, uint32_t pos, const char* src,
                  uint32_t len) noexcept {
   while (len > 0) {
@@ -435,8 +438,18 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
     rec->attrs_len = static_cast<uint16_t>(attrs_len);
     rec->slots = static_cast<uint16_t>(need);
     rec->flags = flags;
-    put_payload(t, t.head, 0, name, name_len);
-    put_payload(t, t.head, name_len, attrs, attrs_len);
+    if ((t.head & t.mask) + need <= t.mask + 1) {
+      // The record does not wrap: its payload is contiguous, from the header's payload field
+      // (the last kInlinePayloadBytes of the first slot) into the slots that follow.
+      // (Addressed from the slot bytes, not from the 12-byte member, which it runs past.)
+      auto* dst = reinterpret_cast<char*>(t.slots + (t.head & t.mask) * kSlotBytes +
+                                          offsetof(RecordHeader, payload));
+      std::memcpy(dst, name, name_len);
+      if (attrs_len != 0) std::memcpy(dst + name_len, attrs, attrs_len);
+    } else {
+      put_payload(t, t.head, 0, name, name_len);
+      put_payload(t, t.head, name_len, attrs, attrs_len);
+    }
     t.head += need;
     t.seq += 1;
     // release: the record's bytes are visible to the drainer's acquire of head.
@@ -446,9 +459,10 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
   // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
   // handler that runs between the last check and busy = 0 is caught by the check after it.
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
+  // (A plain load first: the exchange is a locked instruction, too dear for every record.)
   for (;;) {
-    const uint32_t n = t.reentrant_drops.exchange(0, std::memory_order_relaxed);
-    if (n != 0) publish_reentrant_marker(t, n);
+    if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
+      publish_reentrant_marker(t, t.reentrant_drops.exchange(0, std::memory_order_relaxed));
     std::atomic_signal_fence(std::memory_order_seq_cst);
     t.busy = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
