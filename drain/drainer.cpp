@@ -420,10 +420,11 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         rec.header.dur_ns = ns.dur_ns;
         rec.header.flags &= static_cast<uint16_t>(~kRecordTsc);
       }
-      if (anchored_pids_.insert(rs.pid).second) {
+      if (!rs.anchor_known && anchored_pids_.insert(rs.pid).second) {
         const auto [mono, wall] = process_anchor(rs, rec);
         p += sink_.process(p, rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid));
       }
+      rs.anchor_known = true;  // this pid has its anchor: no set lookup per record
       if (!rs.announced) {
         rs.announced = true;
         const RingHeader& r = segment_.ring(index);
@@ -446,7 +447,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   // The producer gets room back only when the buffer holding these records is committed: once
   // half of its ring waits on this buffer, send the buffer now rather than when it is full (a
   // ring can hold less than one buffer of text).
-  if (rs.read - r.tail.load(std::memory_order_relaxed) >= view.capacity / 2) submit_current();
+  if (rs.read - r.tail.load(std::memory_order_relaxed) >= view.capacity / 4) submit_current();
   if (rs.gone) finish_owner(index, rs);
 }
 
