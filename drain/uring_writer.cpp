@@ -78,6 +78,7 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
 
 UringWriter::~UringWriter() {
   stop_.store(true, std::memory_order_release);
+  todo_.enqueue(nullptr);  // wakes the writer if it waits for work
   if (thread_.joinable()) thread_.join();
   io_uring_queue_exit(&impl_->ring);
   if (fd_ >= 0) ::close(fd_);
@@ -127,8 +128,11 @@ void UringWriter::run() {
     // Take new buffers while there is room in flight. Sync markers wait at the front.
     while (q.size() < depth_) {
       Buffer* b = nullptr;
-      const bool got = q.empty() ? todo_.wait_dequeue_timed(b, 2000) : todo_.try_dequeue(b);
+      // Idle, the writer sleeps until a buffer (or the destructor's null) arrives; the timeout
+      // is only a safety net (an idle drainer must cost well under 1% of a core).
+      const bool got = q.empty() ? todo_.wait_dequeue_timed(b, 1000000) : todo_.try_dequeue(b);
       if (!got) break;
+      if (b == nullptr) break;  // the destructor's wake-up: check stop_ below
       q.push_back(Inflight{b, next_offset});
       if (!b->sync) {
         next_offset += b->len;
