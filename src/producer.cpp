@@ -444,7 +444,8 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
       // (Addressed from the slot bytes, not from the 12-byte member, which it runs past.)
       auto* dst = reinterpret_cast<char*>(t.slots + (t.head & t.mask) * kSlotBytes +
                                           offsetof(RecordHeader, payload));
-      std::memcpy(dst, name, name_len);
+      // (An invalid-record marker has no name: memcpy must not see its null pointer.)
+      if (name_len != 0) std::memcpy(dst, name, name_len);
       if (attrs_len != 0) std::memcpy(dst + name_len, attrs, attrs_len);
     } else {
       put_payload(t, t.head, 0, name, name_len);
