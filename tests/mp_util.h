@@ -92,7 +92,7 @@ Trace load_trace(const std::string& path);
 // - the anchor's mono_ns is <= the ts of every host span of its pid (clk=dev spans excepted);
 // - a prefixed span's E equals ts + dur for host spans (spanring documents E = span end);
 // - the summary: written == number of span lines, dropped == the sum over drop lines,
-//   processes == distinct pids with spans, threads == distinct (pid, tid) with spans;
+//   processes == distinct pids with spans, threads >= distinct (pid, tid) with spans (it counts ring owners);
 // - the `wrote N records to PATH` line: N == written and PATH == out_path.
 void check_trace_invariants(const Trace& trace, const Summary& summary,
                             const std::string& stderr_text, const std::string& out_path);
