@@ -61,7 +61,11 @@ struct Vals {
 inline Vals vals(uint64_t n) noexcept {
   return {7 + (n & 1), 10 + n % 54, n & 1, 1000000 + n % 9000000};
 }
-uint64_t g_n = 0;  // records made so far (values vary from record to record)
+// Records made so far (values vary from record to record). Each batch copies it into a local
+// and stores it back once: a global updated through memory on every record would chain the
+// records of a batch through a store-to-load forward (~5 cycles), which the disabled arm
+// would otherwise mostly measure.
+uint64_t g_n = 0;
 
 // ---- floor: two clock reads + one 64-byte store into an L1-resident thread-local ring + a
 // release store of the ring's head. No consumer: the least one span record can cost here.
@@ -127,14 +131,16 @@ __attribute__((noinline)) void batch_floor_clock() {
 
 // The RAII span; also the two disabled arms (the same code, with tracing off).
 __attribute__((noinline)) void batch_span() {
+  uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i) {
-    const Vals v = vals(g_n++);
+    const Vals v = vals(n++);
     spanring::Span s{kName};
     s.attr("run_id", v.run_id)
         .attr("task_slot", v.task_slot)
         .attr("worker_id", v.worker_id)
         .attr("dispatch_id", v.dispatch_id);
   }
+  g_n = n;
 }
 
 __attribute__((noinline)) void batch_span_noattr() {
@@ -144,10 +150,10 @@ __attribute__((noinline)) void batch_span_noattr() {
 }
 
 __attribute__((noinline)) void batch_emit() {
-  for (int i = 0; i < kBatch; ++i) {
-    const uint64_t n = g_n++;
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i, ++n)
     spanring::emit(kName, static_cast<int64_t>(1'000'000'000 + n * 1000), 500, kAttrsText);
-  }
+  g_n = n;
 }
 
 // ---- write(2) under a mutex: the path spanring replaces
@@ -162,8 +168,8 @@ struct StraceLogger {
 StraceLogger g_log_file;
 StraceLogger g_log_null;
 
-inline void strace_record(StraceLogger& log) noexcept {
-  const Vals v = vals(g_n++);
+inline void strace_record(StraceLogger& log, uint64_t n) noexcept {
+  const Vals v = vals(n);
   const uint64_t t0 = static_cast<uint64_t>(mono_ns());
   const uint64_t t1 = static_cast<uint64_t>(mono_ns());
   char attrs[96];
@@ -181,10 +187,14 @@ inline void strace_record(StraceLogger& log) noexcept {
 }
 
 __attribute__((noinline)) void batch_write_file() {
-  for (int i = 0; i < kBatch; ++i) strace_record(g_log_file);
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) strace_record(g_log_file, n++);
+  g_n = n;
 }
 __attribute__((noinline)) void batch_write_null() {
-  for (int i = 0; i < kBatch; ++i) strace_record(g_log_null);
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) strace_record(g_log_null, n++);
+  g_n = n;
 }
 
 // ---- moodycamel::ConcurrentQueue: floor_clock with the store replaced by an enqueue (with a
@@ -203,11 +213,13 @@ Mc* g_mc = nullptr;
 
 __attribute__((noinline)) void batch_moodycamel() {
   Mc& mc = *g_mc;
+  uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i) {
     const uint64_t t0 = static_cast<uint64_t>(mono_ns());
     const uint64_t t1 = static_cast<uint64_t>(mono_ns());
-    mc.queue.enqueue(*mc.token, make_rec(g_n++, t0, t1 - t0));
+    mc.queue.enqueue(*mc.token, make_rec(n++, t0, t1 - t0));
   }
+  g_n = n;
 }
 
 void mc_consumer(Mc& mc, int cpu) {
@@ -234,13 +246,15 @@ void mc_consumer(Mc& mc, int cpu) {
 
 #ifdef SPANRING_BENCH_LTTNG
 __attribute__((noinline)) void batch_lttng() {
+  uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i) {
-    const Vals v = vals(g_n++);
+    const Vals v = vals(n++);
     const uint64_t t0 = static_cast<uint64_t>(mono_ns());
     const uint64_t t1 = static_cast<uint64_t>(mono_ns());
     lttng_ust_tracepoint(spanring_bench, span, kName, kInv, kHid, 0u, t0, t1 - t0, v.run_id,
                          v.task_slot, v.worker_id, v.dispatch_id);
   }
+  g_n = n;
 }
 bool lttng_active() { return lttng_ust_tracepoint_enabled(spanring_bench, span); }
 #endif
@@ -394,6 +408,8 @@ int main(int argc, char** argv) {
   add("floor_clock", "the same with 2x clock_gettime(CLOCK_MONOTONIC)", batch_floor_clock);
   add("spanring_span", "spanring::Span, 16-byte name, 4 integer attrs; live drainer on the other "
       "CPU", batch_span);
+  add("spanring_span_noattr", "spanring::Span, 16-byte name, no attrs (diagnostic)",
+      batch_span_noattr);
   add("spanring_emit", "spanring::emit(name, ts, dur, attrs), caller-supplied ts/dur",
       batch_emit);
   add("spanring_disabled", "the spanring_span code with tracing disabled (not attached)",
@@ -456,7 +472,7 @@ int main(int argc, char** argv) {
   bench::DrainerProcess drainer;
   bool segment_made = false;
   std::string drainer_note;
-  const bool need_spanring = wants("spanring_span") || wants("spanring_emit");
+  const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") || wants("spanring_emit");
   if (need_spanring) {
     try {
       spanring::SegmentOptions so;
