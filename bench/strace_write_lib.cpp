@@ -117,9 +117,11 @@ Invocation::~Invocation() {
   t.hid = saved_hid_;
 }
 
-void Span::begin(const char* name) noexcept {
+void Span::begin(const char* name, size_t) noexcept {
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";
+  packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
+  tsc_ = false;
   depth_ = t.depth++;
   inv_ = t.inv;
   hid_ = t.hid;
@@ -140,7 +142,7 @@ void Span::append(std::string_view text) noexcept {
   attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
 }
 
-// The attr() overloads are inline in span.h (a check of name_, then one of these).
+// The attr() overloads are inline in span.h: with packed_ false, a check, then one of these.
 void Span::append_uint(std::string_view key, uint64_t value) noexcept {
   char buf[24];
   const int n = std::snprintf(buf, sizeof buf, "=%llu", static_cast<unsigned long long>(value));

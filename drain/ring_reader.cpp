@@ -1,5 +1,7 @@
 #include "ring_reader.h"
 
+#include <spanring/packed_attrs.h>
+
 #include <cstring>
 
 namespace spanring {
@@ -20,7 +22,9 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
           " slots (" + std::to_string(avail) + " published)";
     return ReadStatus::kCorrupt;
   }
-  if (h.name_len > kNameRawMax || h.attrs_len > kAttrsRawMax ||
+  const bool packed = (h.flags & kRecordPackedAttrs) != 0;
+  if (h.name_len > kNameRawMax || h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
+      (packed && h.attrs_len == 0) ||
       h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len)) {
     why = "record at slot " + std::to_string(pos) + " has inconsistent lengths (name " +
           std::to_string(h.name_len) + ", attrs " + std::to_string(h.attrs_len) + ", slots " +
@@ -56,6 +60,19 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
   if (std::memchr(out.payload, 0, h.name_len) != nullptr) {
     why = "record at slot " + std::to_string(pos) + " has a NUL byte inside its name";
     return ReadStatus::kCorrupt;
+  }
+  if (packed) {
+    // Integer attributes the producer stored packed: from here on the copy holds their text, as
+    // if the producer had formatted it (cut at kAttrsRawMax raw bytes in the same way).
+    char in[kAttrsPackedMax];
+    std::memcpy(in, out.payload + h.name_len, h.attrs_len);
+    const int32_t n = unpack_attrs(in, h.attrs_len, out.payload + h.name_len, kAttrsRawMax);
+    if (n < 0) {
+      why = "record at slot " + std::to_string(pos) + " has malformed packed attributes";
+      return ReadStatus::kCorrupt;
+    }
+    out.header.attrs_len = static_cast<uint16_t>(n);
+    out.header.flags = static_cast<uint16_t>(h.flags & ~kRecordPackedAttrs);
   }
   return ReadStatus::kRecord;
 }

@@ -22,8 +22,10 @@ struct RingView {
 
 // A validated private copy of one record.
 struct RecordCopy {
-  RecordHeader header;                     // as read; payload[] is not used (see below)
-  char payload[kNameRawMax + kAttrsRawMax];  // raw name bytes, then raw attribute bytes
+  // As read, except that packed attributes (kRecordPackedAttrs) are already unpacked: flags
+  // without that bit, attrs_len the text's length. header.payload is not used (see below).
+  RecordHeader header;
+  char payload[kNameRawMax + kAttrsPackedMax];  // raw name bytes, then raw attribute bytes
   const char* name() const noexcept { return payload; }
   const char* attrs() const noexcept { return payload + header.name_len; }
 };

@@ -93,6 +93,12 @@ namespace {
 // ring does not scan the ring table on every record.
 constexpr uint32_t kNoRingRetry = 1024;
 
+// How far ahead of head write_record prefetches slots for writing: 16 slots (1 KiB, a few
+// records), far enough that a line taken back from the drainer's core (~100 ns) arrives before
+// the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the slots just
+// written, which costs nothing.
+constexpr uint32_t kPrefetchSlots = 16;
+
 inline uint64_t read_tsc() noexcept {
 #if defined(__x86_64__)
   return __rdtsc();
@@ -387,7 +393,7 @@ void publish_reentrant_marker(ThreadState& t, uint32_t n) noexcept {
 }
 
 // Writes one record into the calling thread's ring. name_len/attrs_len are already bounded to
-// kNameRawMax/kAttrsRawMax. Returns false when the record was dropped.
+// kNameRawMax and kAttrsRawMax (kAttrsPackedMax for kRecordPackedAttrs). Returns false when the record was dropped.
 bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
                   uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
                   uint16_t flags) noexcept {
@@ -456,10 +462,12 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
     // release: the record's bytes are visible to the drainer's acquire of head.
     t.ring->head.store(t.head, std::memory_order_release);
     stored = true;
-    // Fetch the next record's first two slots for writing now, while the caller goes on: a
-    // slot line is otherwise missing from this core's cache when the next record is written.
-    __builtin_prefetch(t.slots + (t.head & t.mask) * kSlotBytes, 1);
-    __builtin_prefetch(t.slots + ((t.head + 1) & t.mask) * kSlotBytes, 1);
+    // Fetch for writing, kPrefetchSlots ahead, as many slots as this record used: the drainer
+    // read each slot line on the ring's last lap, so a store to it must first take the line back
+    // from the drainer's core (an RFO, ~100 ns here). Prefetched this far ahead, it is back in
+    // this core's cache by the time a record lands on it, also after a pause between records.
+    for (uint32_t i = 0; i < need; ++i)
+      __builtin_prefetch(t.slots + ((t.head + kPrefetchSlots + i) & t.mask) * kSlotBytes, 1);
   }
   // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
   // handler that runs between the last check and busy = 0 is caught by the check after it.
@@ -497,6 +505,25 @@ inline bool before_anchor(int64_t ts_ns) noexcept {
   // relaxed: a flag this process only ever sets; a stale 0 costs one redundant store.
   return ts_ns >= 0 && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
          std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0;
+}
+
+// Copies n <= 32 bytes inline, with two (overlapping) moves of one size class: the open-span
+// note of every Span would otherwise pay a call into memcpy.
+inline void copy_small(char* dst, const char* src, uint32_t n) noexcept {
+  if (n >= 16) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else if (n != 0) {
+    dst[0] = src[0];
+    dst[n / 2] = src[n / 2];
+    dst[n - 1] = src[n - 1];
+  }
 }
 
 uint32_t bounded_len(const char* s, uint32_t max) noexcept {
@@ -571,7 +598,7 @@ Invocation::~Invocation() {
   t.hid = saved_hid_;
 }
 
-void Span::begin(const char* name) noexcept {
+void Span::begin(const char* name, size_t name_len) noexcept {
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
@@ -579,11 +606,13 @@ void Span::begin(const char* name) noexcept {
   }
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";  // an empty name is reported as an invalid record
-  name_len_ = static_cast<uint16_t>(strnlen(name_, kNameRawMax));
+  if (name_len == kNameLenUnknown || name == nullptr) name_len = strnlen(name_, kNameRawMax);
+  name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
   depth_ = t.depth++;
   inv_ = t.inv;
   hid_ = t.hid;
   attrs_len_ = 0;
+  packed_ = true;
   tsc_ = g_process.use_tsc;
   start_ = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
   if (t.ring == nullptr && t.busy == 0 && t.no_ring_wait == 0) {
@@ -605,7 +634,7 @@ void Span::begin(const char* name) noexcept {
     o.name_len = static_cast<uint16_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
     o.name_cut = n > kOpenNameBytes;
     o.tsc = tsc_;
-    std::memcpy(o.name, name_, o.name_len);
+    copy_small(o.name, name_, o.name_len);
   }
   if (t.ring != nullptr) {
     // relaxed: read by the drainer only once this process is dead.
@@ -619,7 +648,9 @@ void Span::end() noexcept {
   t.depth -= 1;
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   emit_checked(name_, name_len_, inv_, hid_, depth_, start_, end > start_ ? end - start_ : 0,
-               attrs_, attrs_len_, tsc_ ? kRecordTsc : 0);
+               attrs_, attrs_len_,
+               static_cast<uint16_t>((tsc_ ? kRecordTsc : 0) |
+                                     (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs : 0)));
   // After the record is published: a process killed in between reports the span both written
   // and open, which the drainer recognises (the last record has its ts and depth); lowering the
   // depth first would lose it silently.
@@ -636,7 +667,30 @@ void Span::append(std::string_view text) noexcept {
   attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
 }
 
+// The packed tokens become the text they stand for, and the span goes on in text.
+void Span::unpack() noexcept {
+  char packed[kAttrsPackedMax];
+  std::memcpy(packed, attrs_, attrs_len_);
+  // A list this Span packed is well-formed: unpack_attrs cannot fail here.
+  const int32_t n = unpack_attrs(packed, attrs_len_, attrs_, kAttrsRawMax);
+  attrs_len_ = static_cast<uint16_t>(n > 0 ? n : 0);
+  packed_ = false;
+}
+
 void Span::append_uint(std::string_view key, uint64_t value) noexcept {
+  if (packed_) {
+    // The inline check is conservative (8 value bytes): the token may still fit exactly.
+    if (key.size() <= kAttrsRawMax &&
+        attrs_len_ + kPackedTokenFixed + key.size() + packed_value_bytes(value) <= kAttrsPackedMax) {
+      char token[kPackedTokenFixed + kAttrsRawMax + 8];
+      const uint32_t n = pack_token(token, key.data(), static_cast<uint32_t>(key.size()),
+                                    kPackedUnsigned, value);
+      std::memcpy(attrs_ + attrs_len_, token, n);
+      attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
+      return;
+    }
+    unpack();
+  }
   char buf[21];
   buf[0] = '=';
   if (attrs_len_ != 0) append(" ");
@@ -645,14 +699,24 @@ void Span::append_uint(std::string_view key, uint64_t value) noexcept {
 }
 
 void Span::append_int(std::string_view key, int64_t value) noexcept {
+  uint64_t mag = static_cast<uint64_t>(value);
+  if (value < 0) mag = 0 - mag;  // well-defined for INT64_MIN
+  if (packed_) {
+    if (key.size() <= kAttrsRawMax &&
+        attrs_len_ + kPackedTokenFixed + key.size() + packed_value_bytes(mag) <= kAttrsPackedMax) {
+      char token[kPackedTokenFixed + kAttrsRawMax + 8];
+      const uint32_t n = pack_token(token, key.data(), static_cast<uint32_t>(key.size()),
+                                    value < 0 ? kPackedNegative : kPackedUnsigned, mag);
+      std::memcpy(attrs_ + attrs_len_, token, n);
+      attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
+      return;
+    }
+    unpack();
+  }
   char buf[22];
   uint32_t n = 0;
   buf[n++] = '=';
-  uint64_t mag = static_cast<uint64_t>(value);
-  if (value < 0) {
-    buf[n++] = '-';
-    mag = 0 - mag;  // well-defined for INT64_MIN
-  }
+  if (value < 0) buf[n++] = '-';
   n += format_u64(mag, buf + n);
   if (attrs_len_ != 0) append(" ");
   append(key);
@@ -660,6 +724,7 @@ void Span::append_int(std::string_view key, int64_t value) noexcept {
 }
 
 void Span::append_text(std::string_view key, std::string_view value) noexcept {
+  if (packed_) unpack();
   if (attrs_len_ != 0) append(" ");
   append(key);
   append("=");

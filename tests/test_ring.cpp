@@ -5,6 +5,7 @@
 
 #include "ring_reader.h"
 
+#include <spanring/packed_attrs.h>
 #include <spanring/segment.h>
 #include <spanring/span.h>
 
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -247,4 +250,132 @@ TEST_CASE("producer and consumer threads: every record arrives once, in order, o
   // Drops after the last received record are not gaps yet.
   CHECK(gaps + (kRecords - expect) == drops);
   MESSAGE("received " << received << ", dropped " << drops);
+}
+
+// ---- packed integer attributes (layout v3, packed_attrs.h)
+
+namespace {
+
+// One attribute a Span is given: an integer (signed or not) or a text value.
+struct AttrOp {
+  int kind;  // 0 int64, 1 uint64, 2 text
+  std::string key;
+  int64_t i = 0;
+  uint64_t u = 0;
+  std::string text;
+};
+
+// The text an unpacked Span stores for `ops`: `key=value` joined by spaces, cut at kAttrsRawMax.
+std::string expected_text(const std::vector<AttrOp>& ops) {
+  std::string s;
+  for (const AttrOp& op : ops) {
+    if (!s.empty()) s += ' ';
+    s += op.key + '=';
+    s += op.kind == 0 ? std::to_string(op.i) : op.kind == 1 ? std::to_string(op.u) : op.text;
+  }
+  return s.substr(0, kAttrsRawMax);
+}
+
+int64_t pick_int(std::mt19937_64& rng) {
+  switch (rng() % 6) {
+    case 0: return 0;
+    case 1: return INT64_MIN;
+    case 2: return INT64_MAX;
+    case 3: return -static_cast<int64_t>(rng() % 1000);
+    case 4: return static_cast<int64_t>(rng() >> (rng() % 64));
+    default: return -static_cast<int64_t>(rng() >> (1 + rng() % 63));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("integer attributes are stored packed and read back as exactly the text, cut alike") {
+  TestSegment ts("packed", 2, 64);
+  std::thread([&] {
+    std::mt19937_64 rng(20261129);
+    uint64_t records = 0, packed_records = 0, cut_records = 0;
+    REQUIRE(emit("first", 1, 1));  // claims this thread's ring
+    Consumer c(ts.seg, ts.ring_of_this_thread());
+    c.drain([](const RecordCopy&) {});
+    for (int round = 0; round < 3000; ++round) {
+      std::vector<AttrOp> ops;
+      const int n = static_cast<int>(rng() % 24);
+      const bool long_keys = rng() % 8 == 0;
+      for (int k = 0; k < n; ++k) {
+        AttrOp op;
+        op.kind = rng() % 10 == 0 ? 2 : static_cast<int>(rng() % 2);
+        const size_t key_len = long_keys ? rng() % 220 : rng() % 12;
+        for (size_t j = 0; j < key_len; ++j) op.key += static_cast<char>('a' + rng() % 26);
+        op.i = pick_int(rng);
+        op.u = rng() % 3 == 0 ? UINT64_MAX : rng() >> (rng() % 64);
+        if (op.kind == 2)
+          for (size_t j = rng() % 20; j > 0; --j) op.text += static_cast<char>('A' + rng() % 26);
+        ops.push_back(std::move(op));
+      }
+      {
+        Span s{"packed.check"};
+        for (const AttrOp& op : ops) {
+          if (op.kind == 0) s.attr(op.key, op.i);
+          else if (op.kind == 1) s.attr(op.key, op.u);
+          else s.attr(op.key, std::string_view(op.text));
+        }
+      }
+      // What the producer put in the ring, before the reader unpacks its copy.
+      RingHeader& r = ts.seg.ring(c.ring);
+      const uint64_t at = c.read & (ts.seg.ring_capacity() - 1);
+      const auto* raw = reinterpret_cast<const RecordHeader*>(ts.seg.ring_slots(c.ring) +
+                                                              at * kSlotBytes);
+      REQUIRE(r.head.load() != c.read);
+      const bool was_packed = (raw->flags & kRecordPackedAttrs) != 0;
+      REQUIRE(raw->attrs_len <= (was_packed ? kAttrsPackedMax : kAttrsRawMax));
+      const std::string want = expected_text(ops);
+      REQUIRE(c.drain([&](const RecordCopy& rec) {
+        CHECK((rec.header.flags & kRecordPackedAttrs) == 0);
+        const std::string got(rec.attrs(), rec.header.attrs_len);
+        CHECK_MESSAGE(got == want, "round " << round << ": " << ops.size() << " attributes");
+      }) == 1);
+      ++records;
+      packed_records += was_packed;
+      cut_records += want.size() == kAttrsRawMax;
+    }
+    MESSAGE(records << " spans, " << packed_records << " stored packed, " << cut_records
+                    << " cut at the limit");
+    // Each path ran: packed throughout, unpacked on overflow or text, and cut at the limit.
+    CHECK(packed_records > 500);
+    CHECK(packed_records < records);
+    CHECK(cut_records > 100);
+  }).join();
+}
+
+TEST_CASE("unpack_attrs: well-formed lists give their text; any malformed one is refused") {
+  char buf[64];
+  char out[kAttrsRawMax];
+  uint32_t n = pack_token(buf, "a", 1, kPackedUnsigned, 300);
+  n += pack_token(buf + n, "bb", 2, kPackedNegative, uint64_t{1} << 63);
+  n += pack_token(buf + n, "", 0, kPackedUnsigned, 0);
+  const int32_t len = unpack_attrs(buf, n, out, sizeof out);
+  REQUIRE(len >= 0);
+  CHECK(std::string(out, static_cast<size_t>(len)) == "a=300 bb=-9223372036854775808 =0");
+  CHECK(unpack_attrs(buf, n, out, 7) == 7);  // cut at the given bytes
+  CHECK(std::string(out, 7) == "a=300 b");
+  CHECK(unpack_attrs(buf, 0, out, sizeof out) == 0);
+
+  // Every proper prefix of a token is cut short.
+  const uint32_t first = 2 + 1 + 2;  // "a", 300 takes two bytes
+  for (uint32_t cut = 1; cut < first; ++cut) CHECK(unpack_attrs(buf, cut, out, sizeof out) == -1);
+  auto refused = [&](std::initializer_list<int> bytes) {
+    char in[32];
+    uint32_t k = 0;
+    for (int b : bytes) in[k++] = static_cast<char>(b);
+    return unpack_attrs(in, k, out, sizeof out) == -1;
+  };
+  CHECK(refused({0x00, 0}));              // kind 0
+  CHECK(refused({0x30, 0}));              // kind 3
+  CHECK(refused({0x19, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1}));  // n = 9
+  CHECK(refused({0x12, 0, 5, 0}));        // a high zero byte
+  CHECK(refused({0x20, 0}));              // negative zero
+  CHECK(refused({0x28, 0, 1, 0, 0, 0, 0, 0, 0, 0x80}));  // magnitude 2^63 + 1
+  CHECK(refused({0x10, static_cast<int>(kAttrsRawMax + 1)}));  // key longer than the limit
+  CHECK(refused({0x10, 3, 'a', 'b'}));    // key cut short
+  CHECK_FALSE(refused({0x10, 2, 'a', 'b'}));
 }

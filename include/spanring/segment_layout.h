@@ -1,4 +1,4 @@
-// spanring shared-memory segment layout, version 2.
+// spanring shared-memory segment layout, version 3.
 //
 // One named POSIX shared-memory object per traced job. It is created and sized once by the
 // drainer (`spanring run` / `spanring drain --create`), then opened by every traced process
@@ -57,7 +57,8 @@ inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // version refuses the segment; it never guesses.
 // Version 2: TSC times in records (kRecordTsc) and open spans, RingHeader::anchor_tsc and
 // anchor_origin, reentrant-drop markers.
-inline constexpr uint32_t kLayoutVersion = 2;
+// Version 3: packed integer attributes (kRecordPackedAttrs, packed_attrs.h).
+inline constexpr uint32_t kLayoutVersion = 3;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -68,6 +69,9 @@ inline constexpr uint32_t kNameCap = 64;
 inline constexpr uint32_t kAttrsCap = 192;
 inline constexpr uint32_t kNameRawMax = kNameCap + 1;    // bytes
 inline constexpr uint32_t kAttrsRawMax = kAttrsCap + 1;  // bytes
+// Packed attributes (kRecordPackedAttrs) take at most one byte more than the text they stand for
+// (packed_attrs.h), so this many packed bytes always reach kAttrsRawMax bytes of text.
+inline constexpr uint32_t kAttrsPackedMax = kAttrsRawMax + 1;  // bytes
 
 // Ring states (RingHeader::state). Zero must be kFree (zero-filled memory reads as free).
 inline constexpr uint32_t kRingFree = 0;
@@ -94,8 +98,12 @@ inline constexpr uint16_t kRecordReentrant = 1u << 1;
 // the CPU has an invariant TSC). The drainer converts them to CLOCK_MONOTONIC ns from the ring's
 // (anchor_tsc, anchor_mono_ns) pair and its own (TSC, CLOCK_MONOTONIC) samples.
 inline constexpr uint16_t kRecordTsc = 1u << 2;
+// The attribute bytes are packed tokens (packed_attrs.h: integers stored as bytes, keys as
+// given), not raw text: a Span's integer attributes, which the drainer formats in decimal.
+// attrs_len counts packed bytes, 1..kAttrsPackedMax.
+inline constexpr uint16_t kRecordPackedAttrs = 1u << 3;
 inline constexpr uint16_t kRecordMarkers = kRecordInvalid | kRecordReentrant;
-inline constexpr uint16_t kRecordFlagsKnown = kRecordMarkers | kRecordTsc;
+inline constexpr uint16_t kRecordFlagsKnown = kRecordMarkers | kRecordTsc | kRecordPackedAttrs;
 inline constexpr uint64_t kReentrantMarkerMax = 0xffffffffu;
 
 // First slot of every record. Explicit-width fields only; padding is explicit.
@@ -108,7 +116,7 @@ struct RecordHeader {
   uint64_t hid;        // callable hash, 0 = none
   uint32_t depth;      // nesting depth, 0 = outermost
   uint16_t name_len;   // raw name bytes stored, 1..kNameRawMax (0 only in drop markers)
-  uint16_t attrs_len;  // raw attribute bytes stored, 0..kAttrsRawMax
+  uint16_t attrs_len;  // raw attribute bytes stored, 0..kAttrsRawMax (packed: 1..kAttrsPackedMax)
   uint16_t slots;      // slots this record occupies, 1..kMaxRecordSlots
   uint16_t flags;      // kRecord* bits
   char payload[12];    // first raw name/attribute bytes; the rest follow in the next slots
@@ -135,8 +143,8 @@ constexpr uint32_t record_slots(uint32_t payload_bytes) noexcept {
              ? 1
              : 1 + (payload_bytes - kInlinePayloadBytes + kSlotBytes - 1) / kSlotBytes;
 }
-// The largest record: a cut name and cut attributes (65 + 193 raw bytes) -> 5 slots.
-inline constexpr uint32_t kMaxRecordSlots = record_slots(kNameRawMax + kAttrsRawMax);
+// The largest record: a cut name and cut or packed attributes (65 + 194 bytes) -> 5 slots.
+inline constexpr uint32_t kMaxRecordSlots = record_slots(kNameRawMax + kAttrsPackedMax);
 static_assert(kMaxRecordSlots == 5);
 
 // The smallest ring must hold the largest record with room to spare, so that a ring is never

@@ -15,6 +15,7 @@
 // raw name bytes and 193 raw attribute bytes; encoding happens in the drainer.
 #pragma once
 
+#include <spanring/packed_attrs.h>
 #include <spanring/segment_layout.h>
 
 #include <atomic>
@@ -76,11 +77,17 @@ class Invocation {
 // A span that starts when constructed and is recorded when destroyed, at depth = number of Spans
 // open on this thread around it. `name` must stay valid until the Span ends (a literal is the
 // usual case). Attributes are appended in order as raw `key=value` tokens; past 193 raw bytes
-// they are cut (the drainer marks the cut with `~`). Use on one thread only.
+// they are cut (the drainer marks the cut with `~`). Integer attributes are stored packed
+// (packed_attrs.h) until a text attribute or the size limit turns them into that text. Use on
+// one thread only.
 class Span {
  public:
   explicit Span(const char* name) noexcept {
-    if (enabled()) begin(name);
+    // A literal's length is known here at compile time (no strnlen in the library); any other
+    // name is measured once, in begin().
+    if (enabled())
+      begin(name, __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
+                                                               : kNameLenUnknown);
   }
   ~Span() {
     if (name_ != nullptr) end();
@@ -88,20 +95,29 @@ class Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
-  // Each attr() is an inline check; while recording, an integer is formatted inline (std::
-  // to_chars) when it surely fits, else by a call into the library, which cuts at the limit. A
-  // span on a process with tracing disabled costs no call at all.
+  // Each attr() is an inline check; while recording, an integer is stored inline as a packed
+  // token (packed_attrs.h: the key's bytes and the value's, formatted by the drainer) when it
+  // surely fits, else by a call into the library, which unpacks to text and cuts at the limit.
+  // A span on a process with tracing disabled costs no call at all.
   Span& attr(std::string_view key, int64_t value) noexcept {
     if (name_ != nullptr) {
-      if (fits(key)) put_number(key, value);
-      else append_int(key, value);
+      if (fits(key))
+        attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
+                                 value < 0 ? kPackedNegative : kPackedUnsigned,
+                                 value < 0 ? 0 - static_cast<uint64_t>(value)
+                                           : static_cast<uint64_t>(value));
+      else
+        append_int(key, value);
     }
     return *this;
   }
   Span& attr(std::string_view key, uint64_t value) noexcept {
     if (name_ != nullptr) {
-      if (fits(key)) put_number(key, value);
-      else append_uint(key, value);
+      if (fits(key))
+        attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
+                                 kPackedUnsigned, value);
+      else
+        append_uint(key, value);
     }
     return *this;
   }
@@ -126,38 +142,33 @@ class Span {
   bool active() const noexcept { return name_ != nullptr; }
 
  private:
-  void begin(const char* name) noexcept;
+  static constexpr size_t kNameLenUnknown = ~size_t{0};
+  void begin(const char* name, size_t name_len) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
   void append_int(std::string_view key, int64_t value) noexcept;
   void append_uint(std::string_view key, uint64_t value) noexcept;
   void append_text(std::string_view key, std::string_view value) noexcept;
+  void unpack() noexcept;
 
-  // Room for " key=" and the longest integer (20 digits and a sign) before the raw limit.
+  // Still packed, and room for a token with any value (pack_token stores 8 value bytes).
   bool fits(std::string_view key) const noexcept {
-    return key.size() <= kAttrsRawMax && attrs_len_ + key.size() + 23 <= kAttrsRawMax;
-  }
-  template <class Int>
-  void put_number(std::string_view key, Int value) noexcept {
-    char* p = attrs_ + attrs_len_;
-    *p = ' ';
-    p += attrs_len_ != 0;
-    std::memcpy(p, key.data(), key.size());
-    p += key.size();
-    *p++ = '=';
-    p = std::to_chars(p, p + 21, value).ptr;
-    attrs_len_ = static_cast<uint16_t>(p - attrs_);
+    return packed_ && key.size() <= kAttrsRawMax &&
+           attrs_len_ + key.size() + kPackedTokenFixed + 8 <= kAttrsPackedMax;
   }
 
+  // Only name_ is initialised here: a disabled span stores nothing else (each store counts at
+  // this size). The rest is set by begin() and read only while name_ is non-null.
   const char* name_ = nullptr;  // null: tracing was disabled at construction
-  int64_t start_ = 0;           // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
-  uint64_t inv_ = 0;
-  uint64_t hid_ = 0;
-  uint32_t depth_ = 0;
-  uint16_t name_len_ = 0;  // strnlen(name_, kNameRawMax), measured once at begin
-  uint16_t attrs_len_ = 0;
-  bool tsc_ = false;             // timed by the TSC (the record carries kRecordTsc)
-  char attrs_[kAttrsRawMax];  // raw attribute text, not NUL-terminated
+  int64_t start_;               // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
+  uint64_t inv_;
+  uint64_t hid_;
+  uint32_t depth_;
+  uint16_t name_len_;  // min(strlen(name_), kNameRawMax), measured once at begin
+  uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
+  bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
+  char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
 };
 
 // A span that compiles to nothing when SPANRING_COMPILED_OUT is defined.
