@@ -321,6 +321,36 @@ bool claim_ring(ThreadState& t) noexcept {
   return false;
 }
 
+// Copies n <= 32 bytes inline, with two (overlapping) moves of one size class: the open-span
+// note of every Span would otherwise pay a call into memcpy.
+inline void copy_small(char* dst, const char* src, uint32_t n) noexcept {
+  if (n >= 16) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else if (n != 0) {
+    dst[0] = src[0];
+    dst[n / 2] = src[n / 2];
+    dst[n - 1] = src[n - 1];
+  }
+}
+
+// Copies n bytes inline: 32-byte moves and an overlapping last one (a record's payload is at
+// most kNameRawMax + kAttrsPackedMax bytes; a call into memcpy costs more than the copy here).
+inline void copy_bytes(char* dst, const char* src, uint32_t n) noexcept {
+  if (n <= 32) {
+    copy_small(dst, src, n);
+    return;
+  }
+  for (uint32_t i = 0; i + 32 < n; i += 32) std::memcpy(dst + i, src + i, 32);
+  std::memcpy(dst + n - 32, src + n - 32, 32);
+}
+
 // Copies `len` payload bytes to stream position `pos` of the record whose first slot is `first`
 // (positions 0..11 are the first slot's payload, then 64 bytes per following slot, wrapping).
 // Only for a record that wraps around the ring's end; write_record copies others in one piece.
@@ -450,9 +480,9 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
       // (Addressed from the slot bytes, not from the 12-byte member, which it runs past.)
       auto* dst = reinterpret_cast<char*>(t.slots + (t.head & t.mask) * kSlotBytes +
                                           offsetof(RecordHeader, payload));
-      // (An invalid-record marker has no name: memcpy must not see its null pointer.)
-      if (name_len != 0) std::memcpy(dst, name, name_len);
-      if (attrs_len != 0) std::memcpy(dst + name_len, attrs, attrs_len);
+      // (An invalid-record marker has no name: copy_bytes reads nothing for n == 0.)
+      copy_bytes(dst, name, name_len);
+      copy_bytes(dst + name_len, attrs, attrs_len);
     } else {
       put_payload(t, t.head, 0, name, name_len);
       put_payload(t, t.head, name_len, attrs, attrs_len);
@@ -505,25 +535,6 @@ inline bool before_anchor(int64_t ts_ns) noexcept {
   // relaxed: a flag this process only ever sets; a stale 0 costs one redundant store.
   return ts_ns >= 0 && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
          std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0;
-}
-
-// Copies n <= 32 bytes inline, with two (overlapping) moves of one size class: the open-span
-// note of every Span would otherwise pay a call into memcpy.
-inline void copy_small(char* dst, const char* src, uint32_t n) noexcept {
-  if (n >= 16) {
-    std::memcpy(dst, src, 16);
-    std::memcpy(dst + n - 16, src + n - 16, 16);
-  } else if (n >= 8) {
-    std::memcpy(dst, src, 8);
-    std::memcpy(dst + n - 8, src + n - 8, 8);
-  } else if (n >= 4) {
-    std::memcpy(dst, src, 4);
-    std::memcpy(dst + n - 4, src + n - 4, 4);
-  } else if (n != 0) {
-    dst[0] = src[0];
-    dst[n / 2] = src[n / 2];
-    dst[n - 1] = src[n - 1];
-  }
 }
 
 uint32_t bounded_len(const char* s, uint32_t max) noexcept {
