@@ -226,4 +226,29 @@ TEST_CASE("random inputs encode exactly as the spec's reference encoder does") {
   }
 }
 
+TEST_CASE("one byte of every value at every position of a plain field encodes as the spec says") {
+  // The encoder checks 16 bytes at a time before copying a plain field whole: a single byte
+  // that needs escaping (or ends the input) must be seen wherever it sits in or after a block.
+  for (size_t len : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{41}, size_t{64},
+                     size_t{65}, size_t{192}, size_t{193}}) {
+    for (int b = 0; b < 256; ++b) {
+      for (size_t pos = 0; pos < len; pos += (len > 48 ? 7 : 1)) {
+        std::string in(len, 'q');
+        in[pos] = static_cast<char>(b);
+        for (Field field : {Field::kName, Field::kAttrs}) {
+          const std::string got = encode(field, in);
+          const std::string want = reference_encode(field, in);
+          if (got != want) {
+            FAIL_CHECK("byte ", b, " at ", pos, " of ", len, " (",
+                       field == Field::kName ? "name" : "attrs", "): got '",
+                       spanring_test::printable(got), "', the spec says '",
+                       spanring_test::printable(want), "'");
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // TEST_SUITE("unit")
