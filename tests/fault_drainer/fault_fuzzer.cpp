@@ -16,6 +16,8 @@
 //   bad_flags         a record with an unknown flag   bad_seq         a record with an old seq
 //   bad_state         state = an unknown value        nul_name        a well-formed record whose
 //                                                                     name starts with a NUL byte
+//   bad_packed        a record flagged kRecordPackedAttrs whose packed attributes are malformed
+//                     (a token of an unknown kind)
 //   random_records    random bytes into the slots at and after tail, random head values near
 //                     and far from tail, random state values (>= 5)
 //   header_random     random bytes anywhere in the ring header (owner, generation, counters,
@@ -125,6 +127,15 @@ class Fuzzer {
       rec.name_len = 4;
       rec.attrs_len = 0;
       std::memcpy(rec.payload, "\0abc", 4);
+      put(tail0_, rec);
+      publish(tail0_ + 1);
+    } else if (mode == "bad_packed") {
+      RecordHeader rec = plausible(1);
+      rec.name_len = 2;
+      rec.flags = static_cast<uint16_t>(rec.flags | kRecordPackedAttrs);
+      // "ab", then a token of kind 3 (only 1 and 2 exist) with key "x" and no value bytes.
+      std::memcpy(rec.payload, "ab\x30\x01x", 5);
+      rec.attrs_len = 3;
       put(tail0_, rec);
       publish(tail0_ + 1);
     } else if (mode == "random_records") {

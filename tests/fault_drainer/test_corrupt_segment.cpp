@@ -193,6 +193,10 @@ TEST_CASE("a record whose name starts with a NUL byte (nul_name) never becomes a
   corrupt_one_ring("nul_name", Expect::kSurvive);
 }
 
+TEST_CASE("a record with malformed packed attributes (bad_packed) gets its ring quarantined while the healthy rings drain exactly") {
+  corrupt_one_ring("bad_packed", Expect::kQuarantine);
+}
+
 TEST_CASE("random bytes in a ring's records, head and state (random_records) get it quarantined while the healthy rings drain exactly") {
   corrupt_one_ring("random_records", Expect::kQuarantine);
 }
