@@ -9,6 +9,7 @@
 // {"pid": P, "first": i0, "before": [...], "after": [...]}. Exit 0; 2 on bad usage.
 #include <spanring/span.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,16 +37,18 @@ void run(const char* out, uint64_t first, uint64_t count, uint64_t gap_us) {
     const timespec gap{0, long(gap_us) * 1000};
     nanosleep(&gap, nullptr);
   }
-  FILE* f = std::fopen(out, "a");
-  if (f == nullptr) std::exit(1);
   std::string line = "{\"pid\": " + std::to_string(::getpid()) + ", \"first\": " +
                      std::to_string(first) + ", \"before\": [";
   for (uint64_t k = 0; k < count; ++k) line += (k ? "," : "") + std::to_string(before[k]);
   line += "], \"after\": [";
   for (uint64_t k = 0; k < count; ++k) line += (k ? "," : "") + std::to_string(after[k]);
   line += "]}\n";
-  std::fputs(line.c_str(), f);
-  std::fclose(f);
+  // One write(2) of the whole line to an O_APPEND file: parent and child finish together, and
+  // stdio would split a line this long (~5 KB) into several writes that interleave.
+  const int fd = ::open(out, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    std::exit(1);
+  ::close(fd);
 }
 
 }  // namespace
