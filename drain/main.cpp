@@ -80,15 +80,9 @@ constexpr uint64_t kBatchRecords = 64;
 constexpr int64_t kTrickleMaxUs = 500;
 constexpr int64_t kIdleMaxUs = 10000;
 
-// A partial buffer goes to the file once the drainer has found nothing for about this long
-// (waits of 50+100+200+400 us), or every 100 ms under a steady trickle: flushing on every empty
-// poll sent a write and a journal commit for each lull between a program's bursts.
-constexpr int64_t kFlushIdleUs = 400;
-
 class Backoff {
  public:
   void reset() noexcept { wait_us_ = 0; }
-  int64_t last_wait_us() const noexcept { return wait_us_; }
   void idle(Drainer& drainer, int64_t max_us) {
     wait_us_ = wait_us_ == 0 ? 50 : std::min<int64_t>(wait_us_ * 2, max_us);
     if (!drainer.wait_for_write(wait_us_))
@@ -124,7 +118,7 @@ void drain_loop(Drainer& drainer, Done&& done) {
       backoff.reset();
       continue;
     }
-    if (n == 0 && backoff.last_wait_us() >= kFlushIdleUs) drainer.flush_partial();
+    if (n == 0) drainer.flush_partial();
     backoff.idle(drainer, n == 0 ? kIdleMaxUs : kTrickleMaxUs);
   }
 }
