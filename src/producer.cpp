@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -555,19 +556,6 @@ bool emit_checked(const char* name, uint32_t name_len, uint64_t inv, uint64_t hi
                       static_cast<uint64_t>(dur), inv, hid, static_cast<uint32_t>(depth), flags);
 }
 
-// Formats v in decimal at out (room for 20 digits); returns the digit count. No snprintf: this
-// runs on the producer's hot path.
-uint32_t format_u64(uint64_t v, char* out) noexcept {
-  char tmp[20];
-  uint32_t n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  for (uint32_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
-  return n;
-}
-
 }  // namespace
 
 int64_t now_ns() noexcept { return clock_ns(CLOCK_MONOTONIC); }
@@ -688,50 +676,39 @@ void Span::unpack() noexcept {
   packed_ = false;
 }
 
-void Span::append_uint(std::string_view key, uint64_t value) noexcept {
+// An integer attribute the inline attr() could not pack (its check assumes 8 value bytes): packed
+// when the token still fits exactly, else as text after unpacking, cut at the limit.
+void Span::append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept {
   if (packed_) {
-    // The inline check is conservative (8 value bytes): the token may still fit exactly.
-    if (key.size() <= kAttrsRawMax &&
-        attrs_len_ + kPackedTokenFixed + key.size() + packed_value_bytes(value) <= kAttrsPackedMax) {
-      char token[kPackedTokenFixed + kAttrsRawMax + 8];
+    if (key.size() <= kAttrsRawMax && attrs_len_ + kPackedTokenFixed + key.size() +
+                                              packed_value_bytes(magnitude) <= kAttrsPackedMax) {
+      char token[kPackedTokenFixed + kAttrsRawMax + 8];  // pack_token stores 8 value bytes
       const uint32_t n = pack_token(token, key.data(), static_cast<uint32_t>(key.size()),
-                                    kPackedUnsigned, value);
+                                    negative ? kPackedNegative : kPackedUnsigned, magnitude);
       std::memcpy(attrs_ + attrs_len_, token, n);
       attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
       return;
     }
     unpack();
   }
-  char buf[21];
-  buf[0] = '=';
+  char buf[22];  // "=-" and 20 digits
+  char* p = buf;
+  *p++ = '=';
+  if (negative) *p++ = '-';
+  p = std::to_chars(p, buf + sizeof buf, magnitude).ptr;
   if (attrs_len_ != 0) append(" ");
   append(key);
-  append({buf, 1 + format_u64(value, buf + 1)});
+  append({buf, static_cast<size_t>(p - buf)});
+}
+
+void Span::append_uint(std::string_view key, uint64_t value) noexcept {
+  append_number(key, false, value);
 }
 
 void Span::append_int(std::string_view key, int64_t value) noexcept {
-  uint64_t mag = static_cast<uint64_t>(value);
-  if (value < 0) mag = 0 - mag;  // well-defined for INT64_MIN
-  if (packed_) {
-    if (key.size() <= kAttrsRawMax &&
-        attrs_len_ + kPackedTokenFixed + key.size() + packed_value_bytes(mag) <= kAttrsPackedMax) {
-      char token[kPackedTokenFixed + kAttrsRawMax + 8];
-      const uint32_t n = pack_token(token, key.data(), static_cast<uint32_t>(key.size()),
-                                    value < 0 ? kPackedNegative : kPackedUnsigned, mag);
-      std::memcpy(attrs_ + attrs_len_, token, n);
-      attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
-      return;
-    }
-    unpack();
-  }
-  char buf[22];
-  uint32_t n = 0;
-  buf[n++] = '=';
-  if (value < 0) buf[n++] = '-';
-  n += format_u64(mag, buf + n);
-  if (attrs_len_ != 0) append(" ");
-  append(key);
-  append({buf, n});
+  // 0 - magnitude is well-defined for INT64_MIN.
+  append_number(key, value < 0,
+                value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
 }
 
 void Span::append_text(std::string_view key, std::string_view value) noexcept {

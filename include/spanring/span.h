@@ -148,6 +148,7 @@ class Span {
   void append(std::string_view text) noexcept;
   void append_int(std::string_view key, int64_t value) noexcept;
   void append_uint(std::string_view key, uint64_t value) noexcept;
+  void append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept;
   void append_text(std::string_view key, std::string_view value) noexcept;
   void unpack() noexcept;
 
