@@ -476,7 +476,7 @@ BinaryPrefix scan_binary_prefix(const std::string& path, uint64_t bytes) {
   uint64_t last = UINT64_MAX;
   const ReadResult r = read_binary_trace(in, pc, &last);
   if (r.status != ReadResult::Status::kComplete || r.good_bytes != bytes)
-    throw Error("cannot resume " + path + ": its first " + std::to_string(bytes) +
+    throw Error(ErrorCode::kCorruptFile, "cannot resume " + path + ": its first " + std::to_string(bytes) +
                     " bytes (the committed part) are not a complete binary trace: " +
                     (r.message.empty() ? "it ends at byte " + std::to_string(r.good_bytes)
                                        : r.message),

@@ -355,9 +355,7 @@ int cmd_clean(bool dry_run) {
       why_kept = live_user(seg);
     } catch (const spanring::Error& e) {
       // Not a spanring segment at all: not ours to judge, and not worth a line.
-      if (std::string(e.what()).find("not a spanring segment") != std::string::npos ||
-          std::string(e.what()).find("smaller than a spanring header") != std::string::npos)
-        continue;
+      if (e.code() == spanring::ErrorCode::kNotASegment) continue;
       std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
       continue;
     }

@@ -8,6 +8,8 @@
 
 #include <spanring/segment_layout.h>
 
+#include "src/record_copy.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,16 +20,6 @@ namespace spanring {
 struct RingView {
   const std::byte* slots = nullptr;  // first slot
   uint64_t capacity = 0;             // slots, power of two
-};
-
-// A validated private copy of one record.
-struct RecordCopy {
-  // As read, except that packed attributes (kRecordPackedAttrs) are already unpacked: flags
-  // without that bit, attrs_len the text's length. header.payload is not used (see below).
-  RecordHeader header;
-  char payload[kNameRawMax + kAttrsPackedMax];  // raw name bytes, then raw attribute bytes
-  const char* name() const noexcept { return payload; }
-  const char* attrs() const noexcept { return payload + header.name_len; }
 };
 
 enum class ReadStatus : uint8_t {

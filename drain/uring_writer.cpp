@@ -69,7 +69,7 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
   const int r = io_uring_queue_init(depth_ * 2, &impl_->ring, 0);
   if (r < 0) {
     ::close(fd_);
-    throw Error("io_uring is unavailable (io_uring_queue_init: " + std::string(std::strerror(-r)) +
+    throw Error(ErrorCode::kUnsupported, "io_uring is unavailable (io_uring_queue_init: " + std::string(std::strerror(-r)) +
                     "); spanring writes its output only through io_uring",
                 -r, path);
   }

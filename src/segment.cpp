@@ -21,9 +21,6 @@ namespace bip = boost::interprocess;
 
 namespace spanring {
 
-Error::Error(const std::string& what, int err, std::string path)
-    : std::runtime_error(what), err_(err), path_(std::move(path)) {}
-
 namespace {
 
 bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
@@ -270,7 +267,8 @@ Segment Segment::open(const std::string& name) {
     if (!shm.get_size(object_size))
       throw Error("cannot read the size of segment '" + name + "'", errno, name);
     if (object_size < static_cast<bip::offset_t>(kSegmentHeaderBytes))
-      throw Error("segment '" + name + "' is " + std::to_string(object_size) +
+      throw Error(ErrorCode::kNotASegment,
+                  "segment '" + name + "' is " + std::to_string(object_size) +
                       " bytes, smaller than a spanring header (" +
                       std::to_string(kSegmentHeaderBytes) + ")",
                   EPROTO, name);
@@ -285,7 +283,13 @@ Segment Segment::open(const std::string& name) {
   auto* base = static_cast<std::byte*>(region->get_address());
   Segment seg(name, region, base, static_cast<uint64_t>(object_size));
   const std::string why = check_header(seg.header(), seg.size());
-  if (!why.empty()) throw Error("segment '" + name + "' refused: " + why, EPROTO, name);
+  if (!why.empty()) {
+    // No magic: some other program's object; anything else: a spanring segment this build
+    // cannot read.
+    const bool ours = seg.header().magic.load(std::memory_order_acquire) == kSegmentMagic;
+    throw Error(ours ? ErrorCode::kLayoutMismatch : ErrorCode::kNotASegment,
+                "segment '" + name + "' refused: " + why, EPROTO, name);
+  }
   return seg;
 }
 

@@ -4,27 +4,13 @@
 // spanring::Error, which carries what failed, the errno, and the segment name it concerns.
 #pragma once
 
+#include <spanring/error.h>
 #include <spanring/segment_layout.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 namespace spanring {
-
-// The one error type of spanring's cold path.
-class Error : public std::runtime_error {
- public:
-  // `what` says what failed in words a user can act on; `err` is the errno (0 when none);
-  // `path` names the segment or file concerned.
-  Error(const std::string& what, int err, std::string path);
-  int err() const noexcept { return err_; }
-  const std::string& path() const noexcept { return path_; }
-
- private:
-  int err_;
-  std::string path_;
-};
 
 // Sizes fixed at creation. No allocation in shared memory happens after it.
 struct SegmentOptions {
