@@ -23,7 +23,7 @@
 #pragma once
 
 #include "convert_io.h"
-#include "ring_reader.h"
+#include "src/record_copy.h"
 #include "sink.h"
 
 #include <spanring/segment_layout.h>

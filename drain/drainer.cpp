@@ -2,11 +2,11 @@
 
 #include "strace_format.h"
 
+#include "src/proc.h"
+
 #include <spanring/encode.h>
 #include <spanring/test_point.h>
 
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -26,26 +26,6 @@ constexpr size_t kMaxBuffers = 64;
 // a claim takes microseconds, so only a process killed inside it stays there this long.
 constexpr uint32_t kClaimStuckChecks = 50;
 
-JournalEntry* journal(const Segment& s) {
-  return reinterpret_cast<JournalEntry*>(s.base() + s.header().journal_offset);
-}
-
-// Applies one journal entry to its ring's drainer line (idempotent).
-void apply_entry(const Segment& s, const JournalEntry& e) {
-  if (e.ring >= s.ring_count()) return;
-  RingHeader& r = s.ring(e.ring);
-  r.next_seq = e.next_seq;
-  r.drops_reported = e.drops_reported;
-  r.drained_generation = e.generation;
-  // release: our reads of the slots below this tail happen-before the producer's acquire of
-  // tail, after which it may overwrite them.
-  r.tail.store(e.tail, std::memory_order_release);
-  if (e.free_after != 0 && r.generation == e.generation) {
-    // release: the drainer line above happens-before the next owner's CAS (acquire).
-    r.state.store(kRingFree, std::memory_order_release);
-  }
-}
-
 // A process' command line (NUL-separated arguments) from /proc, at most 4 KiB; empty when the
 // process is gone.
 std::string read_cmdline(uint32_t pid) {
@@ -59,62 +39,13 @@ std::string read_cmdline(uint32_t pid) {
 
 }  // namespace
 
-// ---- DrainerLock ---------------------------------------------------------------------------
-
-DrainerLock::DrainerLock(const Segment& segment)
-    : segment_(segment), pid_(static_cast<uint32_t>(::getpid())) {
-  SegmentHeader& h = segment.header();
-  for (;;) {
-    // acquire: pairs with a previous drainer's release when it let go of the segment.
-    uint32_t holder = h.drainer_pid.load(std::memory_order_acquire);
-    if (holder != 0 && holder != pid_) {
-      const uint64_t start = process_start_time(holder);
-      if (start != 0 && start == h.drainer_start_time)
-        throw Error("segment '" + segment.name() + "' is being drained by pid " +
-                        std::to_string(holder) + "; one drainer per segment",
-                    EBUSY, segment.name());
-      // The holder is dead (or its pid was reused): take over from it.
-    }
-    if (h.drainer_pid.compare_exchange_strong(holder, pid_, std::memory_order_acq_rel,
-                                              std::memory_order_acquire))
-      break;
-  }
-  h.drainer_start_time = process_start_time(pid_);
-}
-
-DrainerLock::~DrainerLock() {
-  uint32_t me = pid_;
-  // release: everything we committed happens-before the next drainer's acquire.
-  segment_.header().drainer_pid.compare_exchange_strong(me, 0, std::memory_order_release,
-                                                        std::memory_order_relaxed);
-}
-
-uint64_t recover(const Segment& segment, const std::string& out_path) {
-  SegmentHeader& h = segment.header();
-  const uint64_t jseq = h.journal_seq.load(std::memory_order_acquire);
-  if (jseq % 2 == 1) {
-    // A drainer died between writing a journal and finishing its commit: the bytes are in the
-    // file (the journal is written only after the write completed), so finish the commit.
-    const uint32_t n = h.journal_count <= segment.ring_count() ? h.journal_count : 0;
-    const JournalEntry* j = journal(segment);
-    for (uint32_t i = 0; i < n; ++i) apply_entry(segment, j[i]);
-    h.commit_offset.store(h.journal_end, std::memory_order_relaxed);
-    h.journal_seq.store(jseq + 1, std::memory_order_release);
-  }
-  struct stat st {};
-  if (::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && h.output_ino != 0 &&
-      st.st_dev == h.output_dev && st.st_ino == h.output_ino)
-    return h.commit_offset.load(std::memory_order_relaxed);
-  return 0;
-}
-
 // ---- Drainer -------------------------------------------------------------------------------
 
 Drainer::Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes,
                  const std::unordered_set<uint32_t>& known_pids)
-    : segment_(segment), writer_(writer), sink_(sink), rings_(segment.ring_count()),
-      anchored_pids_(known_pids) {
-  SegmentHeader& h = segment.header();
+    : view_(segment.view()), journal_(view_), writer_(writer), sink_(sink),
+      rings_(view_.ring_count()), anchored_pids_(known_pids) {
+  SegmentHeader& h = view_.header();
   // This file is now the segment's output; a new file starts with nothing committed.
   h.output_dev = writer.dev();
   h.output_ino = writer.ino();
@@ -172,7 +103,7 @@ void Drainer::submit_current() {
   for (uint32_t i : dirty_) {
     RingState& rs = rings_[i];
     rs.dirty = false;
-    current_->tails.push_back(TailUpdate{i, rs.generation, rs.read, rs.next_seq,
+    current_->tails.push_back(TailUpdate{i, rs.generation, rs.reader.position(), rs.next_seq,
                                          rs.drops_reported, rs.gone && rs.freeing});
   }
   dirty_.clear();
@@ -202,11 +133,9 @@ void Drainer::apply(Buffer* b) {
     stats_.unwritten += b->records;
   }
   if (!b->sync) {
-    // Commit: journal the drainer lines this buffer brings, mark the journal pending, apply
-    // it, record the new file end, mark it done. A crash anywhere in here is finished by
-    // recover(); before the journal is pending, the file is cut back to the old commit.
-    SegmentHeader& h = segment_.header();
-    JournalEntry* j = journal(segment_);
+    // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
+    // the journal is pending cuts the file back to the old commit; after, recover() ends it.
+    JournalEntry* j = journal_.entries();
     uint32_t n = 0;
     for (const TailUpdate& t : b->tails) {
       const RingState& rs = rings_[t.ring];
@@ -214,23 +143,11 @@ void Drainer::apply(Buffer* b) {
       j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
                             t.free_after ? 1u : 0u, 0};
     }
-    SPANRING_TEST_POINT("drainer_written_not_committed");
-    h.journal_count = n;
-    h.journal_end = b->file_end;
-    const uint64_t seq = h.journal_seq.load(std::memory_order_relaxed);
-    // release: the entries above are complete before a restarted drainer sees the odd seq.
-    h.journal_seq.store(seq + 1, std::memory_order_release);
-    SPANRING_TEST_POINT("drainer_journal_pending");
-    for (uint32_t i = 0; i < n; ++i) {
-      apply_entry(segment_, j[i]);
-      if (j[i].free_after != 0) rings_[j[i].ring] = RingState{};
-      if (i == 0) SPANRING_TEST_POINT("drainer_journal_half_applied");
-    }
-    if (b->no_ring_reported != 0) h.no_ring_reported = b->no_ring_reported;
-    if (b->vfork_reported != 0) h.vfork_reported = b->vfork_reported;
-    h.commit_offset.store(b->file_end, std::memory_order_relaxed);
-    h.journal_seq.store(seq + 2, std::memory_order_release);
-    SPANRING_TEST_POINT("drainer_committed");
+    journal_.commit(n, b->file_end, b->no_ring_reported, b->vfork_reported);
+    // A freed ring's next owner is adopted afresh.
+    for (const TailUpdate& t : b->tails)
+      if (t.free_after && rings_[t.ring].owned && rings_[t.ring].generation == t.generation)
+        rings_[t.ring] = RingState{};
     free_.push_back(b);
   }
 }
@@ -254,7 +171,7 @@ std::pair<uint64_t, uint64_t> Drainer::process_anchor(const RingState& rs,
   uint64_t wall = rs.anchor_wall;
   bool origin = false;
   for (uint32_t i = 0; i < rings_.size() && !origin; ++i) {
-    auto& r = const_cast<RingHeader&>(segment_.ring(i));
+    const RingHeader& r = view_.ring(i);
     // acquire: pairs with the claim's release of kRingActive, after the owner fields.
     const uint32_t state = r.state.load(std::memory_order_acquire);
     if ((state != kRingActive && state != kRingReleased) || r.owner_pid != rs.pid ||
@@ -274,7 +191,7 @@ std::pair<uint64_t, uint64_t> Drainer::process_anchor(const RingState& rs,
 }
 
 void Drainer::adopt_owner(uint32_t index, RingState& rs) {
-  const RingHeader& r = segment_.ring(index);
+  const RingHeader& r = view_.ring(index);
   rs = RingState{};
   rs.owned = true;
   rs.generation = r.generation;
@@ -286,7 +203,8 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
   rs.anchor_tsc = r.anchor_tsc;
   // relaxed: tail is written only by drainers, and a previous drainer's stores were made
   // before its release of the drainer lock, which we acquired.
-  rs.read = r.tail.load(std::memory_order_relaxed);
+  rs.reader = RingReader(&r, view_.ring_slots(index), view_.ring_capacity(),
+                         r.tail.load(std::memory_order_relaxed));
   if (r.drained_generation == rs.generation) {
     // A previous drainer already wrote part of this owner's records: resume its accounting.
     rs.next_seq = r.next_seq;
@@ -300,7 +218,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
 }
 
 void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) {
-  RingHeader& r = segment_.ring(index);
+  RingHeader& r = view_.ring(index);
   std::fprintf(stderr, "spanring: ring %u (pid %u tid %u) quarantined: %s\n", index, rs.pid,
                rs.tid, why.c_str());
   rs.quarantined = true;
@@ -318,7 +236,7 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
 }
 
 void Drainer::report_unfinished(uint32_t index, RingState& rs) {
-  const RingHeader& r = segment_.ring(index);
+  const RingHeader& r = view_.ring(index);
   const uint32_t depth = r.open_depth.load(std::memory_order_relaxed);
   const uint32_t described = depth < kOpenSpanMax ? depth : kOpenSpanMax;
   for (uint32_t d = 0; d < described; ++d) {
@@ -344,7 +262,7 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
 void Drainer::finish_owner(uint32_t index, RingState& rs) {
   // The owner is gone and everything it published is read: report drops after its last
   // record and the spans it left open, then free the ring once this buffer is committed.
-  const RingHeader& r = segment_.ring(index);
+  const RingHeader& r = view_.ring(index);
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   if (drops > rs.drops_reported) {
     const uint64_t n = drops - rs.drops_reported;
@@ -360,7 +278,7 @@ void Drainer::finish_owner(uint32_t index, RingState& rs) {
 void Drainer::drain_ring(uint32_t index, bool final_pass) {
   RingState& rs = rings_[index];
   if (rs.quarantined || rs.freeing) return;
-  RingHeader& r = segment_.ring(index);
+  RingHeader& r = view_.ring(index);
   // acquire: pairs with the producer's release of kRingActive (owner fields) or
   // kRingReleased (its last head).
   const uint32_t state = r.state.load(std::memory_order_acquire);
@@ -378,18 +296,17 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     rs.died = true;
   }
 
-  const RingView view{segment_.ring_slots(index), segment_.ring_capacity()};
-  // acquire: pairs with the producer's release of head; every slot below it is complete.
-  const uint64_t head = r.head.load(std::memory_order_acquire);
-  if (head - rs.read > view.capacity) {
+  RingReader& reader = rs.reader;
+  const uint64_t head = reader.head();
+  if (head - reader.position() > reader.capacity()) {
     quarantine(index, rs, "head " + std::to_string(head) + " is not within one ring of tail " +
-                              std::to_string(rs.read));
+                              std::to_string(reader.position()));
     return;
   }
   RecordCopy rec;
   std::string why;
-  while (rs.read != head) {
-    if (read_record(view, rs.read, head, rs.next_seq, rec, why) != ReadStatus::kRecord) {
+  while (reader.position() != head) {
+    if (reader.read(head, rs.next_seq, rec, why) != ReadStatus::kRecord) {
       quarantine(index, rs, why);
       return;
     }
@@ -427,7 +344,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       rs.anchor_known = true;  // this pid has its anchor: no set lookup per record
       if (!rs.announced) {
         rs.announced = true;
-        const RingHeader& r = segment_.ring(index);
+        const RingHeader& r = view_.ring(index);
         char name[sizeof r.thread_name];
         std::memcpy(name, r.thread_name, sizeof name);  // one read, then bounded by its size
         p += sink_.thread(p, rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name)));
@@ -441,13 +358,13 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     }
     commit(static_cast<size_t>(p - start));
     rs.next_seq = h.seq + seqs;
-    rs.read += h.slots;
     mark_dirty(index, rs);
   }
   // The producer gets room back only when the buffer holding these records is committed: once
   // half of its ring waits on this buffer, send the buffer now rather than when it is full (a
   // ring can hold less than one buffer of text).
-  if (rs.read - r.tail.load(std::memory_order_relaxed) >= view.capacity / 4) submit_current();
+  if (reader.position() - r.tail.load(std::memory_order_relaxed) >= reader.capacity() / 4)
+    submit_current();
   if (rs.gone) finish_owner(index, rs);
 }
 
@@ -472,7 +389,7 @@ uint64_t Drainer::poll() {
 }
 
 void Drainer::report_segment_drops() {
-  const SegmentHeader& h = segment_.header();
+  const SegmentHeader& h = view_.header();
   const RingState none{};  // pid=0 tid=0: not attributable to a ring
   const uint64_t no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
   if (no_ring > no_ring_reported_) {
@@ -489,9 +406,20 @@ void Drainer::report_segment_drops() {
 }
 
 void Drainer::check_owners() {
+  // The geometry was validated and copied once; a header rewritten since (a buggy or hostile
+  // process with write access) changes nothing the drainer reads, but it is said.
+  std::string damage = view_.geometry_changed();
+  if (damage != geometry_damage_) {
+    if (!damage.empty())
+      std::fprintf(stderr,
+                   "spanring: segment header damaged: %s; ignored, the geometry validated at "
+                   "open stays in use\n",
+                   damage.c_str());
+    geometry_damage_ = std::move(damage);
+  }
   for (uint32_t i = 0; i < rings_.size(); ++i) {
     RingState& rs = rings_[i];
-    RingHeader& r = segment_.ring(i);
+    RingHeader& r = view_.ring(i);
     if (!rs.owned && r.state.load(std::memory_order_acquire) == kRingClaiming) {
       // A claimer killed between its CAS and kRingActive leaves the ring mid-claim forever.
       if (++rs.claiming_seen >= kClaimStuckChecks) {

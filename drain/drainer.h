@@ -17,12 +17,15 @@
 // Drain thread only (not thread-safe); the UringWriter's thread is the only other thread.
 #pragma once
 
-#include "ring_reader.h"
+#include "drain/drainer_lock.h"
+#include "drain/journal.h"
 #include "sink.h"
+#include "src/ring.h"
 #include "tsc_clock.h"
 #include "uring_writer.h"
 
 #include <spanring/segment.h>
+#include <spanring/segment_view.h>
 
 #include <chrono>
 #include <cstdint>
@@ -43,30 +46,10 @@ struct DrainStats {
   uint64_t threads = 0;     // distinct (pid, tid) ring owners
 };
 
-// One drainer per segment: taken in the segment header with a CAS, released by the destructor.
-// A drainer that died (pid + start time) is replaced. Throws Error (EBUSY) naming the live
-// drainer's pid when another drainer holds the segment.
-class DrainerLock {
- public:
-  explicit DrainerLock(const Segment& segment);
-  ~DrainerLock();
-  DrainerLock(const DrainerLock&) = delete;
-  DrainerLock& operator=(const DrainerLock&) = delete;
-
- private:
-  const Segment& segment_;
-  uint32_t pid_;
-};
-
-// Finishes a commit a killed drainer left half done (re-applies its journal) and returns how
-// many bytes of `out_path` hold committed output to keep: the commit offset when `out_path` is
-// the file the segment was drained into (same device and inode), else 0 (a new file).
-// Call with the DrainerLock held, before opening the UringWriter.
-uint64_t recover(const Segment& segment, const std::string& out_path);
-
 class Drainer {
  public:
-  // `segment`, `writer` and `sink` must outlive the Drainer.
+  // `segment`, `writer` and `sink` must outlive the Drainer. Every ring and slot access goes
+  // through the segment's validated view (segment_view.h), never the header's geometry.
   // `sink` is the output format. `kept_path`, `kept_bytes`: the output file and the committed
   // prefix the writer kept (from recover()); processes already announced there (anchors) are
   // recognised by `known_pids`, which the caller reads from that prefix.
@@ -84,7 +67,9 @@ class Drainer {
   static constexpr int64_t kFullScanNs = 1'000'000;
   // Detects owners that died without releasing their ring (pid plus process start time, since
   // pids are reused) and schedules their rings to be drained, reported and freed; reports new
-  // segment-wide drops. Costs a /proc read per owner process: call every ~100 ms.
+  // segment-wide drops; reports, once per change, a segment header whose geometry was
+  // overwritten since it was validated (the drainer goes on with its own copy). Costs a /proc
+  // read per owner process: call every ~100 ms.
   void check_owners();
   // Hands the partly filled buffer to the writer (call when idle, so the file does not lag).
   void flush_partial();
@@ -114,7 +99,7 @@ class Drainer {
     uint64_t anchor_mono = 0;
     uint64_t anchor_wall = 0;
     uint64_t anchor_tsc = 0;  // TSC at anchor_mono; converts kRecordTsc times (tsc_clock.h)
-    uint64_t read = 0;        // next slot to read (>= the shared tail)
+    RingReader reader;        // this owner's records: position() is the next slot to read
     uint64_t next_seq = 0;    // next expected record sequence number
     uint64_t drops_reported = 0;  // drops of this owner already reported
     uint64_t last_ts = 0;     // the last record read: its raw ts and depth, to tell an open-span
@@ -142,7 +127,9 @@ class Drainer {
   void drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                   DropReason reason);
 
-  const Segment& segment_;
+  const SegmentView view_;  // the geometry validated at open: every ring access goes through it
+  const CommitJournal journal_;
+  std::string geometry_damage_;  // the last header damage reported (geometry_changed())
   UringWriter& writer_;
   Sink& sink_;
   size_t frame_bytes_ = 0;   // what begin_buffer() writes: a buffer longer than this has events

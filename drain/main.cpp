@@ -10,6 +10,8 @@
 #include "strace_format.h"
 #include "uring_writer.h"
 
+#include "src/proc.h"
+
 #include <spanring/segment.h>
 
 #include <CLI/CLI.hpp>

@@ -9,7 +9,7 @@
 // BinarySink (docs/binary-format.md).
 #pragma once
 
-#include "ring_reader.h"
+#include "src/record_copy.h"
 
 #include <spanring/segment_layout.h>
 

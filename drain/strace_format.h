@@ -6,7 +6,7 @@
 // kMaxLineBytes, and returns the bytes written. No allocation, no snprintf.
 #pragma once
 
-#include "ring_reader.h"
+#include "src/record_copy.h"
 #include "sink.h"
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 // Segment create/open/remove with Boost.Interprocess. Cold path: may throw, allocate, syscall.
 #include <spanring/segment.h>
 
+#include "src/proc.h"
+
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/permissions.hpp>
@@ -22,8 +24,6 @@ namespace bip = boost::interprocess;
 namespace spanring {
 
 namespace {
-
-bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 uint32_t round_up_pow2(uint32_t v) {
   uint32_t p = 1;
@@ -58,127 +58,20 @@ std::string describe_access(const std::string& name) {
 
 }  // namespace
 
-std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes) {
-  char buf[256];
-  const uint64_t magic = h.magic.load(std::memory_order_acquire);
-  if (magic != kSegmentMagic) {
-    std::snprintf(buf, sizeof buf, "not a spanring segment (magic %016llx, expected %016llx)",
-                  static_cast<unsigned long long>(magic),
-                  static_cast<unsigned long long>(kSegmentMagic));
-    return buf;
-  }
-  if (h.layout_version != kLayoutVersion) {
-    std::snprintf(buf, sizeof buf,
-                  "segment layout version %u, this build reads version %u only",
-                  h.layout_version, kLayoutVersion);
-    return buf;
-  }
-  if (h.header_bytes != kSegmentHeaderBytes || h.slot_bytes != kSlotBytes ||
-      h.ring_header_bytes != kRingHeaderBytes) {
-    std::snprintf(buf, sizeof buf,
-                  "segment record layout differs (header %u/%u, slot %u/%u, ring header %u/%u "
-                  "bytes: found/expected)",
-                  h.header_bytes, kSegmentHeaderBytes, h.slot_bytes, kSlotBytes,
-                  h.ring_header_bytes, kRingHeaderBytes);
-    return buf;
-  }
-  if (h.ring_count == 0 || h.ring_count > kMaxRingCount || !is_pow2(h.ring_capacity) ||
-      h.ring_capacity < kMinRingCapacity || h.ring_capacity > kMaxRingCapacity) {
-    std::snprintf(buf, sizeof buf, "segment has an invalid ring table (%u rings of %u slots)",
-                  h.ring_count, h.ring_capacity);
-    return buf;
-  }
-  const uint64_t want = segment_bytes(h.ring_count, h.ring_capacity);
-  if (h.rings_offset != rings_offset() || h.journal_offset != journal_offset(h.ring_count) ||
-      h.slots_offset != slots_offset(h.ring_count) || h.segment_bytes != want ||
-      mapped_bytes < want) {
-    std::snprintf(buf, sizeof buf,
-                  "segment size mismatch: header says %llu bytes, layout needs %llu, "
-                  "object has %llu",
-                  static_cast<unsigned long long>(h.segment_bytes),
-                  static_cast<unsigned long long>(want),
-                  static_cast<unsigned long long>(mapped_bytes));
-    return buf;
-  }
-  return {};
-}
 
-namespace {
-
-// Field 22 (starttime) of a /proc .../stat file, or 0 when it cannot be read, or when
-// `reject_exited` and field 3 (state) says the task has exited (Z or X).
-uint64_t stat_start_time(const char* path, bool reject_exited) noexcept {
-  // open/read/close rather than stdio: the producer calls this from its fork handler and it
-  // must stay async-signal-safe (no malloc).
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  // Field 2 (comm) may hold spaces and ')': fields resume after the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  ++p;
-  if (reject_exited && p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X')) return 0;
-  // After ')' come fields 3.. each preceded by one space; starttime is field 22.
-  for (int field = 2; field < 22 && *p != '\0'; ++p)
-    if (*p == ' ') ++field;
-  uint64_t v = 0;
-  for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + static_cast<uint64_t>(*p - '0');
-  return v;
-}
-
-}  // namespace
-
-uint64_t process_start_time(uint32_t pid) noexcept {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  // The leader shows Z once the main thread has exited, even while other threads run: a
-  // process is gone only when no thread of it is left.
-  uint64_t start = stat_start_time(path, true);
-  if (start != 0) return start;
-  start = stat_start_time(path, false);
-  if (start == 0) return 0;
-  std::snprintf(path, sizeof path, "/proc/%u/status", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[2048];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* t = std::strstr(buf, "\nThreads:");
-  if (t == nullptr) return 0;
-  t += 10;
-  while (*t == ' ' || *t == '\t') ++t;
-  return *t >= '2' || (*t == '1' && t[1] >= '0' && t[1] <= '9') ? start : 0;
-}
-
-bool thread_alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept {
-  char path[96];
-  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
-  // The pid names the same process (not a reused pid) ...
-  if (start_time == 0 || stat_start_time(path, false) != start_time) return false;
-  // ... and the owner thread itself has not exited.
-  std::snprintf(path, sizeof path, "/proc/%u/task/%u/stat", pid, tid);
-  return stat_start_time(path, true) != 0;
-}
-
-Segment::Segment(std::string name, void* region, std::byte* base, uint64_t size)
-    : name_(std::move(name)), region_(region), base_(base), size_(size) {}
+Segment::Segment(std::string name, void* region, const SegmentView& view, uint64_t size)
+    : name_(std::move(name)), region_(region), view_(view), size_(size) {}
 
 Segment::Segment(Segment&& o) noexcept
     : name_(std::move(o.name_)), region_(std::exchange(o.region_, nullptr)),
-      base_(std::exchange(o.base_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      view_(std::exchange(o.view_, SegmentView{})), size_(std::exchange(o.size_, 0)) {}
 
 Segment& Segment::operator=(Segment&& o) noexcept {
   if (this != &o) {
     delete static_cast<bip::mapped_region*>(region_);
     name_ = std::move(o.name_);
     region_ = std::exchange(o.region_, nullptr);
-    base_ = std::exchange(o.base_, nullptr);
+    view_ = std::exchange(o.view_, SegmentView{});
     size_ = std::exchange(o.size_, 0);
   }
   return *this;
@@ -196,15 +89,6 @@ void Segment::leak() noexcept {
     if (slot.compare_exchange_strong(expected, region_, std::memory_order_relaxed)) break;
   }
   region_ = nullptr;
-}
-
-RingHeader& Segment::ring(uint32_t i) const noexcept {
-  return reinterpret_cast<RingHeader*>(base_ + header().rings_offset)[i];
-}
-
-std::byte* Segment::ring_slots(uint32_t i) const noexcept {
-  const SegmentHeader& h = header();
-  return base_ + h.slots_offset + uint64_t{i} * h.ring_capacity * kSlotBytes;
 }
 
 Segment Segment::create(const std::string& name, const SegmentOptions& options) {
@@ -256,7 +140,16 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   h->creator_start_time = process_start_time(h->creator_pid);
   // release: publishes every field above to a producer that acquires `magic`.
   h->magic.store(kSegmentMagic, std::memory_order_release);
-  return Segment(name, region, base, bytes);
+  SegmentView view;
+  std::string why;
+  if (!SegmentView::validate(base, bytes, view, why)) {
+    // Only a concurrent writer of a segment just created under a fresh name can get here.
+    delete region;
+    bip::shared_memory_object::remove(name.c_str());
+    throw Error(ErrorCode::kLayoutMismatch, "segment '" + name + "' changed while it was "
+                "created: " + why, EPROTO, name);
+  }
+  return Segment(name, region, view, bytes);
 }
 
 Segment Segment::open(const std::string& name) {
@@ -281,16 +174,19 @@ Segment Segment::open(const std::string& name) {
     throw Error(what, err, name);
   }
   auto* base = static_cast<std::byte*>(region->get_address());
-  Segment seg(name, region, base, static_cast<uint64_t>(object_size));
-  const std::string why = check_header(seg.header(), seg.size());
-  if (!why.empty()) {
+  SegmentView view;
+  std::string why;
+  if (!SegmentView::validate(base, static_cast<uint64_t>(object_size), view, why)) {
     // No magic: some other program's object; anything else: a spanring segment this build
     // cannot read.
-    const bool ours = seg.header().magic.load(std::memory_order_acquire) == kSegmentMagic;
+    const bool ours =
+        reinterpret_cast<const SegmentHeader*>(base)->magic.load(std::memory_order_acquire) ==
+        kSegmentMagic;
+    delete region;
     throw Error(ours ? ErrorCode::kLayoutMismatch : ErrorCode::kNotASegment,
                 "segment '" + name + "' refused: " + why, EPROTO, name);
   }
-  return seg;
+  return Segment(name, region, view, static_cast<uint64_t>(object_size));
 }
 
 bool Segment::remove(const std::string& name) noexcept {

@@ -3,7 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "ring_reader.h"
+#include "src/ring.h"
 
 #include <spanring/packed_attrs.h>
 #include <spanring/segment.h>
@@ -56,27 +56,29 @@ struct Consumer {
   const Segment& seg;
   uint32_t ring;
   uint64_t next_seq = 0;
-  uint64_t read = 0;
+  RingReader reader;
+  uint64_t read = 0;  // reader.position() after the last drain()
   Consumer(const Segment& s, uint32_t r)
-      : seg(s), ring(r), read(s.ring(r).tail.load(std::memory_order_relaxed)) {}
+      : seg(s), ring(r),
+        reader(&s.ring(r), s.ring_slots(r), s.ring_capacity(),
+               s.ring(r).tail.load(std::memory_order_relaxed)),
+        read(reader.position()) {}
 
   // Reads everything published; calls f(record) for each. Returns records read.
   template <class F>
   uint64_t drain(F&& f) {
     RingHeader& r = seg.ring(ring);
-    const uint64_t head = r.head.load(std::memory_order_acquire);
-    const RingView view{seg.ring_slots(ring), seg.ring_capacity()};
+    const uint64_t head = reader.head();
     RecordCopy rec;
     std::string why;
     uint64_t n = 0;
-    while (read != head) {
-      REQUIRE_MESSAGE(read_record(view, read, head, next_seq, rec, why) == ReadStatus::kRecord,
-                      why);
+    while (reader.position() != head) {
+      REQUIRE_MESSAGE(reader.read(head, next_seq, rec, why) == ReadStatus::kRecord, why);
       f(rec);
       next_seq = rec.header.seq + 1;
-      read += rec.header.slots;
       ++n;
     }
+    read = reader.position();
     r.tail.store(read, std::memory_order_release);
     return n;
   }

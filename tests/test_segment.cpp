@@ -4,6 +4,8 @@
 
 #include <spanring/segment.h>
 
+#include "src/proc.h"
+
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <fcntl.h>

@@ -6,6 +6,7 @@
 
 #include <spanring/error.h>
 #include <spanring/segment_layout.h>
+#include <spanring/segment_view.h>
 
 #include <cstdint>
 #include <string>
@@ -46,41 +47,28 @@ class Segment {
   ~Segment();
 
   const std::string& name() const noexcept { return name_; }
-  std::byte* base() const noexcept { return base_; }
   uint64_t size() const noexcept { return size_; }  // bytes mapped
-  SegmentHeader& header() const noexcept { return *reinterpret_cast<SegmentHeader*>(base_); }
-  uint32_t ring_count() const noexcept { return header().ring_count; }
-  uint32_t ring_capacity() const noexcept { return header().ring_capacity; }
-  // Ring i's header and first slot; i < ring_count() (checked by the caller).
-  RingHeader& ring(uint32_t i) const noexcept;
-  std::byte* ring_slots(uint32_t i) const noexcept;
+  // The mapping through its geometry, validated once when the segment was created or opened
+  // (segment_view.h): every accessor below reads the view's copy, never the shared header.
+  const SegmentView& view() const noexcept { return view_; }
+  std::byte* base() const noexcept { return view_.base(); }
+  SegmentHeader& header() const noexcept { return view_.header(); }
+  uint32_t ring_count() const noexcept { return view_.ring_count(); }
+  uint32_t ring_capacity() const noexcept { return view_.ring_capacity(); }  // slots
+  // Ring i's header and first slot. Throws std::out_of_range for i >= ring_count().
+  RingHeader& ring(uint32_t i) const { return view_.ring(i); }
+  std::byte* ring_slots(uint32_t i) const { return view_.ring_slots(i); }
 
   // Gives up ownership of the mapping: it stays mapped for the life of the process. The producer
   // library does this so that threads still emitting during exit() never touch unmapped memory.
   void leak() noexcept;
 
  private:
-  Segment(std::string name, void* region, std::byte* base, uint64_t size);
+  Segment(std::string name, void* region, const SegmentView& view, uint64_t size);
   std::string name_;
   void* region_ = nullptr;  // boost::interprocess::mapped_region*, owned
-  std::byte* base_ = nullptr;
+  SegmentView view_;
   uint64_t size_ = 0;
 };
-
-// Checks a header copy against this build and the mapped size. Returns an empty string when it
-// is usable, else the reason (naming the found and the expected value).
-std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes);
-
-// Process start time in clock ticks since boot (field 22 of /proc/PID/stat), or 0 when the
-// process does not exist, has exited (a zombie not yet reaped) or cannot be read.
-// Async-signal-safe (open/read/close, no allocation). Together with the pid it names one process even
-// after the pid is reused.
-uint64_t process_start_time(uint32_t pid) noexcept;
-
-// True while thread `tid` of process `pid` runs, where `start_time` is the process start time
-// recorded when the thread took its ring (so a reused pid is not mistaken for the owner). A
-// process whose main thread exited while others run is alive; the owner is gone once its own
-// thread has exited or the process is gone. Async-signal-safe.
-bool thread_alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept;
 
 }  // namespace spanring

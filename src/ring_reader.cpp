@@ -1,4 +1,5 @@
-#include "ring_reader.h"
+// RingReader::read (src/ring.h): one record out of shared memory, copied once, then checked.
+#include "src/ring.h"
 
 #include <spanring/packed_attrs.h>
 
@@ -6,16 +7,16 @@
 
 namespace spanring {
 
-ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64_t min_seq,
-                       RecordCopy& out, std::string& why) {
-  const uint64_t mask = ring.capacity - 1;
+ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why) {
+  const uint64_t pos = position_;
+  const uint64_t mask = capacity_ - 1;
   const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
-  if (avail == 0 || avail > ring.capacity) {
+  if (avail == 0 || avail > capacity_) {
     why = "head " + std::to_string(head) + " is not within one ring of the read position " +
           std::to_string(pos);
     return ReadStatus::kCorrupt;
   }
-  std::memcpy(&out.header, ring.slots + (pos & mask) * kSlotBytes, kSlotBytes);
+  std::memcpy(&out.header, slots_ + (pos & mask) * kSlotBytes, kSlotBytes);
   const RecordHeader& h = out.header;
   if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail) {
     why = "record at slot " + std::to_string(pos) + " claims " + std::to_string(h.slots) +
@@ -52,7 +53,7 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
   uint32_t done = inline_n;
   for (uint64_t s = 1; done < total; ++s) {
     const uint32_t n = total - done < kSlotBytes ? total - done : kSlotBytes;
-    std::memcpy(out.payload + done, ring.slots + ((pos + s) & mask) * kSlotBytes, n);
+    std::memcpy(out.payload + done, slots_ + ((pos + s) & mask) * kSlotBytes, n);
     done += n;
   }
   // The producer measures names with strnlen: a NUL inside one is corruption. (Attributes may
@@ -74,6 +75,7 @@ ReadStatus read_record(const RingView& ring, uint64_t pos, uint64_t head, uint64
     out.header.attrs_len = static_cast<uint16_t>(n);
     out.header.flags = static_cast<uint16_t>(h.flags & ~kRecordPackedAttrs);
   }
+  position_ = pos + h.slots;
   return ReadStatus::kRecord;
 }
 

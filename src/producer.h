@@ -1,0 +1,110 @@
+// The producer's internals, shared by its units (not installed):
+//   attach.cpp        attaching to the segment, fork/exec, claiming and releasing rings
+//   clock_anchor.cpp  the clock: TSC or CLOCK_MONOTONIC, and the process' clock anchor
+//   span.cpp          the record path: Span, emit, the thread's record write (hot path)
+//   c_api.cpp         the C ABI (include/spanring/spanring.h)
+//
+// Everything here is hidden (not exported from libspanring), so calls between the units stay
+// direct calls, never through the PLT.
+#pragma once
+
+#include "src/ring.h"
+
+#include <spanring/segment_layout.h>
+
+#include <pthread.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include <atomic>
+#include <cstdint>
+
+// Set to 1 by the vfork wrapper (vfork_x86_64.S) before the vfork syscall and back to 0 in the
+// parent when it resumes. A vfork child shares its parent's memory, TLS included: while this is
+// set, records are dropped (counted as vfork_drops) instead of going to the parent's ring.
+extern "C" {
+extern __attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
+    spanring_vfork_child;
+}
+
+namespace spanring {
+
+#pragma GCC visibility push(hidden)
+
+// What the process knows about its segment. Written at attach and in the fork child handler,
+// before g_segment is published (or while the process has one thread).
+struct ProcessState {
+  SegmentHeader* header = nullptr;
+  RingHeader* rings = nullptr;
+  std::byte* slots = nullptr;
+  uint32_t ring_count = 0;
+  uint32_t ring_capacity = 0;  // slots
+  uint32_t pid = 0;
+  uint64_t start_time = 0;     // clock ticks since boot
+  uint64_t anchor_mono_ns = 0;
+  uint64_t anchor_wall_ns = 0;
+  uint64_t anchor_tsc = 0;      // TSC at anchor_mono_ns; 0 when Spans are timed by clock_gettime
+  uint32_t anchor_origin = 0;   // 1: announce the anchor at the clock's origin (lower_anchor)
+  bool use_tsc = false;         // Spans read the TSC (invariant TSC, SPANRING_CLOCK not "monotonic")
+  pthread_key_t release_key{};
+  bool key_ok = false;
+};
+extern ProcessState g_process;
+
+// Per-thread producer state. initial-exec TLS: a fixed offset from the thread pointer, so the
+// hot path never calls __tls_get_addr (which may allocate on a thread's first access to a
+// dlopen'ed library's TLS, and is not async-signal-safe).
+struct ThreadState {
+  RingWriter ring;        // this thread's ring; detached until its first record claims one
+  uint64_t inv;           // current invocation (Invocation scope)
+  uint64_t hid;           // current callable hash
+  uint32_t depth;         // Spans open on this thread
+  uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
+  uint32_t busy;          // inside write_record: a signal handler's record must not interleave
+  std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
+  uint32_t stash_count;   // open spans copied at fork (prepare handler), for the child's ring
+  OpenSpan stash[kOpenSpanMax];
+};
+// constinit: zero-initialised, no dynamic initialisation, so other units read it directly
+// instead of through a TLS wrapper call (3 instructions per access on the hot path).
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state;
+
+// A thread that found every ring taken retries after this many records, so a thread without a
+// ring does not scan the ring table on every record.
+inline constexpr uint32_t kNoRingRetry = 1024;
+
+// ---- clock_anchor.cpp
+
+inline uint64_t read_tsc() noexcept {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
+int64_t clock_ns(clockid_t id) noexcept;
+
+// Reads the process' clock anchor into `p` (anchor_mono_ns, anchor_wall_ns, anchor_tsc) and
+// decides whether Spans read the TSC (use_tsc). Cold path: a few clock reads and CPUID.
+void take_anchor(ProcessState& p) noexcept;
+
+// ---- attach.cpp
+
+// Turns tracing off for this process with one line on stderr (once).
+void disable(const char* why) noexcept;
+
+// Opens `name`, fills g_process and publishes detail::g_segment. False (tracing stays off,
+// one line on stderr) when the segment cannot be used.
+bool attach_segment(const char* name) noexcept;
+
+// A thread's first record: takes a free ring from the table for `t`. Lock-free (one CAS per
+// candidate); may syscall (gettid, prctl, madvise). Async-signal-safe. False when every ring
+// is taken.
+bool claim_ring(ThreadState& t) noexcept;
+
+#pragma GCC visibility pop
+
+}  // namespace spanring
