@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -380,4 +382,100 @@ TEST_CASE("unpack_attrs: well-formed lists give their text; any malformed one is
   CHECK(refused({0x10, static_cast<int>(kAttrsRawMax + 1)}));  // key longer than the limit
   CHECK(refused({0x10, 3, 'a', 'b'}));    // key cut short
   CHECK_FALSE(refused({0x10, 2, 'a', 'b'}));
+}
+
+// ---- RingWriter and RingReader on their own (src/ring.h), without the producer library's
+// thread state: one ring of a heap buffer laid out as a segment.
+
+namespace {
+
+struct OneRing {
+  static constexpr uint32_t kCapacity = 16;  // slots: records of up to 5 slots wrap often
+  std::unique_ptr<std::byte[]> bytes{new std::byte[segment_bytes(1, kCapacity)]()};
+  RingHeader& header() { return *reinterpret_cast<RingHeader*>(bytes.get() + rings_offset()); }
+  std::byte* slots() { return bytes.get() + slots_offset(1); }
+};
+
+}  // namespace
+
+TEST_CASE("RingWriter writes records of 1 to 5 slots across the ring's end; RingReader reads each back once") {
+  OneRing ring;
+  RingWriter w{};
+  w.attach(&ring.header(), ring.slots(), OneRing::kCapacity);
+  CHECK(w.capacity() == OneRing::kCapacity);
+  RingReader r(&ring.header(), ring.slots(), OneRing::kCapacity, 0);
+  RecordCopy rec;
+  std::string why;
+  for (uint64_t seq = 0; seq < 500; ++seq) {
+    const std::string name = name_for(seq);
+    const std::string attrs = attrs_for(seq);
+    const auto name_len = static_cast<uint32_t>(std::min<size_t>(name.size(), kNameRawMax));
+    const auto attrs_len = static_cast<uint32_t>(std::min<size_t>(attrs.size(), kAttrsRawMax));
+    REQUIRE(w.write(name.data(), name_len, attrs.data(), attrs_len, seq * 3, seq + 1, 7, 9, 2, 0));
+    const uint64_t head = r.head();
+    CHECK(head == ring.header().head.load());
+    REQUIRE_MESSAGE(r.read(head, seq, rec, why) == ReadStatus::kRecord, why);
+    check_record(rec, seq);
+    CHECK(rec.header.inv == 7);
+    CHECK(rec.header.hid == 9);
+    CHECK(rec.header.depth == 2);
+    CHECK(r.position() == head);  // one record published, one read
+    ring.header().tail.store(r.position(), std::memory_order_release);  // as a commit does
+  }
+  CHECK(ring.header().drops.load() == 0);
+}
+
+TEST_CASE("a full ring drops whole records, counts them and skips their sequence numbers") {
+  OneRing ring;
+  RingWriter w{};
+  w.attach(&ring.header(), ring.slots(), OneRing::kCapacity);
+  // 16 one-slot records fill the ring; with no tail movement the next 3 are dropped.
+  for (int i = 0; i < 16; ++i) CHECK(w.write("a", 1, nullptr, 0, 1, 1, 0, 0, 0, 0));
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(w.write("b", 1, nullptr, 0, 1, 1, 0, 0, 0, 0));
+  CHECK(ring.header().drops.load() == 3);
+  CHECK(ring.header().head.load() == 16);
+  // The reader frees the ring; the next record carries seq 19: the gap 16..18 is the loss.
+  RingReader r(&ring.header(), ring.slots(), OneRing::kCapacity, 0);
+  RecordCopy rec;
+  std::string why;
+  for (uint64_t seq = 0; seq < 16; ++seq)
+    REQUIRE_MESSAGE(r.read(16, seq, rec, why) == ReadStatus::kRecord, why);
+  ring.header().tail.store(r.position(), std::memory_order_release);
+  REQUIRE(w.write("c", 1, nullptr, 0, 1, 1, 0, 0, 0, 0));
+  REQUIRE(r.read(r.head(), 16, rec, why) == ReadStatus::kRecord);
+  CHECK(rec.header.seq == 19);
+}
+
+TEST_CASE("a reentrant marker takes one slot and the sequence numbers of the records it stands for") {
+  OneRing ring;
+  RingWriter w{};
+  w.attach(&ring.header(), ring.slots(), OneRing::kCapacity);
+  REQUIRE(w.write("a", 1, nullptr, 0, 1, 1, 0, 0, 0, 0));
+  w.write_reentrant_marker(4);
+  REQUIRE(w.write("b", 1, nullptr, 0, 1, 1, 0, 0, 0, 0));
+  RingReader r(&ring.header(), ring.slots(), OneRing::kCapacity, 0);
+  RecordCopy rec;
+  std::string why;
+  const uint64_t head = r.head();
+  CHECK(head == 3);
+  REQUIRE(r.read(head, 0, rec, why) == ReadStatus::kRecord);
+  REQUIRE(r.read(head, 1, rec, why) == ReadStatus::kRecord);
+  CHECK(rec.header.flags == kRecordReentrant);
+  CHECK(rec.header.seq == 1);
+  CHECK(rec.header.dur_ns == 4);
+  REQUIRE(r.read(head, 5, rec, why) == ReadStatus::kRecord);
+  CHECK(rec.header.seq == 5);
+}
+
+TEST_CASE("RingReader refuses a head that is not within one ring of its position and stays put") {
+  OneRing ring;
+  RingReader r(&ring.header(), ring.slots(), OneRing::kCapacity, 32);
+  RecordCopy rec;
+  std::string why;
+  for (const uint64_t head : {uint64_t{32}, uint64_t{31}, uint64_t{32 + 17}, ~uint64_t{0}}) {
+    CAPTURE(head);
+    CHECK(r.read(head, 0, rec, why) == ReadStatus::kCorrupt);
+    CHECK(why.find("not within one ring") != std::string::npos);
+    CHECK(r.position() == 32);
+  }
 }

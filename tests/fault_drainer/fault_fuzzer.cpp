@@ -23,8 +23,16 @@
 //   header_random     random bytes anywhere in the ring header (owner, generation, counters,
 //                     open spans...) and the slots: the drainer need not notice all of it, but
 //                     must survive it
+//   header_geometry   random values in the SEGMENT header's geometry (ring count and capacity,
+//                     the ring table, journal and slot offsets, the size, journal_count), and
+//                     the victim's ring-table entry pushed out of bounds (head far ahead, state
+//                     unknown): the drainer keeps the geometry it validated at open, reports the
+//                     damage, quarantines the victim and keeps draining the others
+// The fuzzer itself finds rings through a SegmentView validated before the attack, so it never
+// follows the geometry it is writing.
 // Exit 0 after the attack, 3 when the ring is not found or never drained, 2 on bad usage.
 #include <spanring/segment_layout.h>
+#include <spanring/segment_view.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -76,11 +84,11 @@ bool parse_args(int argc, char** argv, Options& o) {
 
 class Fuzzer {
  public:
-  Fuzzer(std::byte* base, uint32_t index, uint64_t seed)
-      : h_(*reinterpret_cast<SegmentHeader*>(base)),
-        r_(reinterpret_cast<RingHeader*>(base + h_.rings_offset)[index]),
-        slots_(base + h_.slots_offset + uint64_t{index} * h_.ring_capacity * kSlotBytes),
-        cap_(h_.ring_capacity),
+  Fuzzer(const SegmentView& view, uint32_t index, uint64_t seed)
+      : h_(view.header()),
+        r_(view.ring(index)),
+        slots_(view.ring_slots(index)),
+        cap_(view.ring_capacity()),
         rng_(seed) {
     tail0_ = r_.tail.load(std::memory_order_acquire);
     seq0_ = r_.next_seq;
@@ -161,6 +169,21 @@ class Fuzzer {
       for (int i = 0; i < 8; ++i) bytes[rng_() % sizeof(RingHeader)] = static_cast<unsigned char>(rng_());
       random_bytes(slot(tail0_ + rng_() % cap_), kSlotBytes);
       if (rng_() % 4 == 0) publish(tail0_ + rng_() % (2 * cap_));
+    } else if (mode == "header_geometry") {
+      // Each field at a time either a huge value or one plausible but wrong.
+      auto value = [this](uint64_t plausible) {
+        return rng_() % 2 == 0 ? rng_() : plausible * (2 + rng_() % 7) + rng_() % 4096;
+      };
+      h_.ring_count = static_cast<uint32_t>(value(kMaxRingCount));
+      h_.ring_capacity = static_cast<uint32_t>(value(kMaxRingCapacity));
+      h_.rings_offset = value(h_.rings_offset + 1);
+      h_.journal_offset = value(h_.journal_offset + 1);
+      h_.slots_offset = value(h_.slots_offset + 1);
+      h_.segment_bytes = value(h_.segment_bytes + 1);
+      h_.journal_count = static_cast<uint32_t>(value(kMaxRingCount));
+      publish(tail0_ + cap_ * (2 + rng_() % 1000));
+      if (rng_() % 2 == 0)
+        r_.state.store(5 + static_cast<uint32_t>(rng_() % 1000), std::memory_order_release);
     } else {
       return false;
     }
@@ -225,27 +248,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fault_fuzzer: mmap: %s\n", std::strerror(errno));
     return 3;
   }
-  auto* base = static_cast<std::byte*>(p);
-  const SegmentHeader& h = *reinterpret_cast<const SegmentHeader*>(base);
-  if (h.magic.load(std::memory_order_acquire) != kSegmentMagic ||
-      segment_bytes(h.ring_count, h.ring_capacity) > static_cast<uint64_t>(st.st_size)) {
-    std::fprintf(stderr, "fault_fuzzer: %s is not a usable spanring segment\n", o.segment.c_str());
+  SegmentView view;
+  std::string why;
+  if (!SegmentView::validate(static_cast<std::byte*>(p), static_cast<uint64_t>(st.st_size), view,
+                             why)) {
+    std::fprintf(stderr, "fault_fuzzer: %s is not a usable spanring segment: %s\n",
+                 o.segment.c_str(), why.c_str());
     return 3;
   }
-  auto* rings = reinterpret_cast<RingHeader*>(base + h.rings_offset);
 
   // The victim's ring, once its owner is idle and the drainer has committed all of it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   int64_t index = -1;
   while (std::chrono::steady_clock::now() < deadline) {
-    for (uint32_t i = 0; i < h.ring_count && index < 0; ++i) {
-      const RingHeader& r = rings[i];
+    for (uint32_t i = 0; i < view.ring_count() && index < 0; ++i) {
+      const RingHeader& r = view.ring(i);
       if (r.state.load(std::memory_order_acquire) == kRingActive && r.owner_pid == o.pid &&
           r.owner_tid == o.tid)
         index = i;
     }
     if (index >= 0) {
-      const RingHeader& r = rings[index];
+      const RingHeader& r = view.ring(static_cast<uint32_t>(index));
       if (r.tail.load(std::memory_order_acquire) == r.head.load(std::memory_order_acquire) &&
           r.head.load(std::memory_order_relaxed) != 0)
         break;
@@ -261,7 +284,7 @@ int main(int argc, char** argv) {
               o.pid, o.tid, o.mode.c_str());
   std::fflush(stdout);
 
-  Fuzzer f(base, static_cast<uint32_t>(index), o.seed);
+  Fuzzer f(view, static_cast<uint32_t>(index), o.seed);
   const auto end = std::chrono::steady_clock::now() +
                    std::chrono::microseconds(static_cast<int64_t>(o.seconds * 1e6));
   while (std::chrono::steady_clock::now() < end) {

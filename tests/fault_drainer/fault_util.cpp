@@ -208,14 +208,16 @@ ShmView::~ShmView() {
   if (base_ != nullptr) ::munmap(base_, size_);
 }
 
-spanring::RingHeader& ShmView::ring(uint32_t i) const {
-  return reinterpret_cast<spanring::RingHeader*>(base_ + header().rings_offset)[i];
+spanring::SegmentView ShmView::view() const {
+  spanring::SegmentView v;
+  std::string why;
+  REQUIRE_MESSAGE(spanring::SegmentView::validate(base_, size_, v, why), why);
+  return v;
 }
 
-std::byte* ShmView::ring_slots(uint32_t i) const {
-  const spanring::SegmentHeader& h = header();
-  return base_ + h.slots_offset + uint64_t{i} * h.ring_capacity * spanring::kSlotBytes;
-}
+spanring::RingHeader& ShmView::ring(uint32_t i) const { return view().ring(i); }
+
+std::byte* ShmView::ring_slots(uint32_t i) const { return view().ring_slots(i); }
 
 std::string ShmView::bytes() const {
   return std::string(reinterpret_cast<const char*>(base_), size_);

@@ -9,6 +9,7 @@
 #include "strace_parser.h"
 
 #include <spanring/segment_layout.h>
+#include <spanring/segment_view.h>
 
 #include <sys/types.h>
 
@@ -114,7 +115,9 @@ class ShmView {
   size_t size() const { return size_; }
   std::byte* base() const { return base_; }
   spanring::SegmentHeader& header() const { return *reinterpret_cast<spanring::SegmentHeader*>(base_); }
-  // Ring i of a segment whose header is valid (the caller checks i < ring_count).
+  // The mapping as a validated segment (REQUIREs that it is one), and ring i of it through
+  // that view: the tests compute no ring or slot address by hand.
+  spanring::SegmentView view() const;
   spanring::RingHeader& ring(uint32_t i) const;
   std::byte* ring_slots(uint32_t i) const;
   // Every byte of the object, as it is now.

@@ -1,10 +1,11 @@
 // A read-only view of the segment a traced emitter is attached to, so that an emitter can see
 // which rings are taken (to pace its launches, or to notice its ring being freed under it).
 // It maps the shared-memory object PROT_READ: it can never change the segment, and it reads
-// only the ring table (include/spanring/segment_layout.h).
+// only the ring table, through a SegmentView (include/spanring/segment_view.h).
 #pragma once
 
 #include <spanring/segment_layout.h>
+#include <spanring/segment_view.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -61,25 +62,21 @@ class SegmentPeek {
       *why = "mmap failed";
       return false;
     }
-    base_ = static_cast<const std::byte*>(p);
-    bytes_ = static_cast<uint64_t>(st.st_size);
-    const auto* h = reinterpret_cast<const spanring::SegmentHeader*>(base_);
-    if (h->magic.load(std::memory_order_acquire) != spanring::kSegmentMagic ||
-        h->layout_version != spanring::kLayoutVersion ||
-        h->rings_offset + uint64_t{h->ring_count} * spanring::kRingHeaderBytes > bytes_) {
-      *why = "not a version-1 spanring segment";
+    // Read-only: the view hands out non-const references, but this class only ever reads
+    // through them (the mapping is PROT_READ, a write would fault).
+    if (!spanring::SegmentView::validate(static_cast<std::byte*>(p),
+                                         static_cast<uint64_t>(st.st_size), view_, *why)) {
+      ::munmap(p, static_cast<size_t>(st.st_size));
       return false;
     }
-    header_ = h;
     return true;
   }
 
-  uint32_t ring_count() const { return header_->ring_count; }
-  uint32_t ring_capacity() const { return header_->ring_capacity; }  // slots
+  uint32_t ring_count() const { return view_.ring_count(); }
+  uint32_t ring_capacity() const { return view_.ring_capacity(); }  // slots
 
   RingSnapshot ring(uint32_t i) const {
-    const auto* r = reinterpret_cast<const spanring::RingHeader*>(
-        base_ + header_->rings_offset + uint64_t{i} * spanring::kRingHeaderBytes);
+    const spanring::RingHeader* r = &view_.ring(i);
     RingSnapshot s{};
     // acquire: the owner fields are written before the claimer's release of kRingActive.
     s.state = r->state.load(std::memory_order_acquire);
@@ -93,9 +90,7 @@ class SegmentPeek {
   }
 
  private:
-  const std::byte* base_ = nullptr;
-  uint64_t bytes_ = 0;
-  const spanring::SegmentHeader* header_ = nullptr;
+  spanring::SegmentView view_;  // validated once at open; every ring read goes through it
 };
 
 }  // namespace fault_emitter
