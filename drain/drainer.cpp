@@ -1,6 +1,6 @@
-#include "drainer.h"
+#include "drain/drainer.h"
 
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include <spanring/encode.h>
 #include <spanring/test_point.h>

@@ -17,10 +17,10 @@
 // Drain thread only (not thread-safe); the UringWriter's thread is the only other thread.
 #pragma once
 
-#include "ring_reader.h"
-#include "sink.h"
-#include "tsc_clock.h"
-#include "uring_writer.h"
+#include "drain/ring_reader.h"
+#include "format/sink.h"
+#include "drain/tsc_clock.h"
+#include "drain/uring_writer.h"
 
 #include <spanring/segment.h>
 

@@ -3,12 +3,12 @@
 //   spanring drain --segment NAME -o FILE [--format strace|binary]
 //   spanring convert FILE --to strace|chrome [-o OUT]
 //   spanring report FILE [--json] [-o OUT]
-#include "binary_format.h"
-#include "convert.h"
-#include "convert_tee.h"
-#include "drainer.h"
-#include "strace_format.h"
-#include "uring_writer.h"
+#include "format/binary_format.h"
+#include "tools/convert.h"
+#include "drain/tee_sink.h"
+#include "drain/drainer.h"
+#include "format/strace_format.h"
+#include "drain/uring_writer.h"
 
 #include <spanring/segment.h>
 

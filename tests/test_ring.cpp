@@ -3,7 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "ring_reader.h"
+#include "drain/ring_reader.h"
 
 #include <spanring/packed_attrs.h>
 #include <spanring/segment.h>

@@ -3,8 +3,8 @@
 // text, and walking a file's blocks.
 #pragma once
 
-#include "binary_format.h"
-#include "strace_format.h"
+#include "format/binary_format.h"
+#include "format/strace_format.h"
 
 #include <cstdint>
 #include <string>

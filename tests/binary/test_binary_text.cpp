@@ -2,8 +2,8 @@
 // checked against a trace written by hand and computed by hand; and the binary and text paths
 // into the report and the Chrome writer agreeing event for event.
 #include "binary_util.h"
-#include "convert_reader.h"
-#include "report.h"
+#include "format/trace_reader.h"
+#include "tools/report.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "binary_format.h"
+#include "format/binary_format.h"
 
 #include <spanring/segment.h>
 

@@ -1,6 +1,6 @@
-#include "report.h"
+#include "tools/report.h"
 
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -22,9 +22,9 @@
 // data.
 #pragma once
 
-#include "convert_io.h"
-#include "ring_reader.h"
-#include "sink.h"
+#include "format/convert_io.h"
+#include "drain/ring_reader.h"
+#include "format/sink.h"
 
 #include <spanring/segment_layout.h>
 

@@ -9,7 +9,7 @@
 // BinarySink (docs/binary-format.md).
 #pragma once
 
-#include "ring_reader.h"
+#include "drain/ring_reader.h"
 
 #include <spanring/segment_layout.h>
 

@@ -1,4 +1,4 @@
-#include "convert_tee.h"
+#include "drain/tee_sink.h"
 
 namespace spanring {
 namespace {

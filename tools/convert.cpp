@@ -1,10 +1,10 @@
-#include "convert.h"
+#include "tools/convert.h"
 
-#include "binary_format.h"
-#include "chrome_json.h"
-#include "convert_reader.h"
-#include "report.h"
-#include "strace_format.h"
+#include "format/binary_format.h"
+#include "tools/chrome_json.h"
+#include "format/trace_reader.h"
+#include "tools/report.h"
+#include "format/strace_format.h"
 
 #include <spanring/segment.h>
 

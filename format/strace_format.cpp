@@ -1,4 +1,4 @@
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include <spanring/encode.h>
 

@@ -20,8 +20,8 @@
 // size converts in constant memory, except for flow ends waiting for their partner.
 #pragma once
 
-#include "convert_io.h"
-#include "convert_reader.h"
+#include "format/convert_io.h"
+#include "format/trace_reader.h"
 
 #include <cstdint>
 #include <deque>

@@ -1,7 +1,7 @@
-#include "convert_reader.h"
+#include "format/trace_reader.h"
 
-#include "binary_format.h"
-#include "strace_format.h"
+#include "format/binary_format.h"
+#include "format/strace_format.h"
 
 #include <spanring/encode.h>
 

@@ -8,8 +8,8 @@
 // read_binary_trace() and TextSink (binary_format.h), so that its output is byte-identical.
 #pragma once
 
-#include "convert_io.h"
-#include "sink.h"
+#include "format/convert_io.h"
+#include "format/sink.h"
 
 #include <cstdint>
 #include <string_view>

@@ -1,6 +1,6 @@
-#include "chrome_json.h"
+#include "tools/chrome_json.h"
 
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include <algorithm>
 #include <cstdio>

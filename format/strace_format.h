@@ -6,8 +6,8 @@
 // kMaxLineBytes, and returns the bytes written. No allocation, no snprintf.
 #pragma once
 
-#include "ring_reader.h"
-#include "sink.h"
+#include "drain/ring_reader.h"
+#include "format/sink.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The strict [STRACE] text reader (read_strace_text in convert_reader.h). Written from the
 // spec (shared/strace-format.md) and docs/output.md; it shares no code with the test suite's
 // parser, so that each can check the other.
-#include "convert_reader.h"
+#include "format/trace_reader.h"
 
 #include <spanring/segment_layout.h>
 

@@ -12,9 +12,9 @@
 // methods never allocate; when all are in flight the drain thread waits for the text file.
 #pragma once
 
-#include "sink.h"
-#include "strace_format.h"
-#include "uring_writer.h"
+#include "format/sink.h"
+#include "format/strace_format.h"
+#include "drain/uring_writer.h"
 
 #include <memory>
 #include <vector>

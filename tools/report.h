@@ -8,8 +8,8 @@
 // Input: a binary trace or [STRACE] text (convert_reader.h tells them apart).
 #pragma once
 
-#include "convert_io.h"
-#include "convert_reader.h"
+#include "format/convert_io.h"
+#include "format/trace_reader.h"
 
 #include <nlohmann/json.hpp>
 

@@ -11,7 +11,7 @@
 // before the bad block) or not a trace, 2 usage or I/O errors.
 #pragma once
 
-#include "convert_io.h"
+#include "format/convert_io.h"
 
 #include <string>
 
