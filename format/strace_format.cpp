@@ -87,18 +87,6 @@ size_t format_drops(char* out, const DropsEvent& e) noexcept {
   return static_cast<size_t>(o.p - out);
 }
 
-const char* drop_reason_name(DropReason r) noexcept {
-  switch (r) {
-    case DropReason::kRingFull: return "ring_full";
-    case DropReason::kInvalid: return "invalid";
-    case DropReason::kNoRing: return "no_ring";
-    case DropReason::kCorrupt: return "corrupt";
-    case DropReason::kVfork: return "vfork";
-    case DropReason::kReentrant: return "reentrant";
-  }
-  return "unknown";
-}
-
 size_t encode_unfinished_name(char* out, std::string_view raw, bool cut) noexcept {
   // The ring kept only the name's first bytes. Encode them unit by unit under the cap; if they
   // did not all fit, or the name went on past them, mark the cut exactly as the [STRACE] spec

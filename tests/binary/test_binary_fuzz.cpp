@@ -7,9 +7,9 @@
 // SPANRING_FUZZ_SECONDS (default 3) bounds the run; SPANRING_FUZZ_SEED (default: time) picks
 // the sequence, printed so that a failure can be replayed.
 #include "binary_util.h"
+#include "format/trace_reader.h"
 #include "tools/chrome_json.h"
 #include "tools/convert.h"
-#include "format/trace_reader.h"
 #include "tools/report.h"
 
 #include <doctest/doctest.h>
