@@ -1,6 +1,6 @@
-#include "drainer.h"
+#include "drain/drainer.h"
 
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include "src/proc.h"
 
@@ -155,7 +155,7 @@ void Drainer::apply(Buffer* b) {
 void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                          DropReason reason) {
   char* p = reserve(sink_.max_event_bytes());
-  commit(sink_.drops(p, rs.pid, rs.tid, dropped, first, last, reason));
+  commit(sink_.drops(p, DropsEvent{rs.pid, rs.tid, dropped, first, last, reason}));
   stats_.dropped += dropped;
 }
 
@@ -248,13 +248,13 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     const uint64_t ts = o.tsc != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
                                    : o.ts_ns;
     char* p = reserve(sink_.max_event_bytes());
-    commit(sink_.unfinished(p, rs.pid, rs.tid, o.inv, d, std::string_view(o.name, n),
-                            o.name_cut != 0, ts));
+    commit(sink_.unfinished(p, UnfinishedEvent{rs.pid, rs.tid, o.inv, d, ts,
+                                               std::string_view(o.name, n), o.name_cut != 0, {}}));
     ++stats_.unfinished;
   }
   if (depth > described && depth <= (1u << 20)) {
     char* p = reserve(sink_.max_event_bytes());
-    commit(sink_.undescribed(p, rs.pid, rs.tid, depth - described));
+    commit(sink_.undescribed(p, UndescribedEvent{rs.pid, rs.tid, depth - described}));
     stats_.unfinished += depth - described;
   }
 }
@@ -316,17 +316,19 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     if (h.seq > rs.next_seq) {
       // A gap: the producer found the ring full for these records.
       const uint64_t n = h.seq - rs.next_seq;
-      p += sink_.drops(p, rs.pid, rs.tid, n, rs.next_seq, h.seq - 1, DropReason::kRingFull);
+      p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, n, rs.next_seq, h.seq - 1,
+                                     DropReason::kRingFull});
       stats_.dropped += n;
       rs.drops_reported += n;
     }
     uint64_t seqs = 1;  // sequence numbers this record takes
     if (h.flags & kRecordInvalid) {
-      p += sink_.drops(p, rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid);
+      p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid});
       stats_.dropped += 1;
     } else if (h.flags & kRecordReentrant) {
       seqs = h.dur_ns;  // 1..kReentrantMarkerMax, checked by read_record
-      p += sink_.drops(p, rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1, DropReason::kReentrant);
+      p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1,
+                                       DropReason::kReentrant});
       stats_.dropped += seqs;
     } else {
       const uint64_t raw_ts = h.ts_ns;
@@ -339,7 +341,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       }
       if (!rs.anchor_known && anchored_pids_.insert(rs.pid).second) {
         const auto [mono, wall] = process_anchor(rs, rec);
-        p += sink_.process(p, rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid));
+        p += sink_.process(p, ProcessEvent{rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid)});
       }
       rs.anchor_known = true;  // this pid has its anchor: no set lookup per record
       if (!rs.announced) {
@@ -347,9 +349,10 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         const RingHeader& r = view_.ring(index);
         char name[sizeof r.thread_name];
         std::memcpy(name, r.thread_name, sizeof name);  // one read, then bounded by its size
-        p += sink_.thread(p, rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name)));
+        p += sink_.thread(
+            p, ThreadEvent{rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name))});
       }
-      p += sink_.span(p, rs.pid, rs.tid, rec);
+      p += sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
       ++current_->records;
       ++stats_.written;
       rs.last_ts = raw_ts;

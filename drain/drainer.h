@@ -19,10 +19,10 @@
 
 #include "drain/drainer_lock.h"
 #include "drain/journal.h"
-#include "sink.h"
+#include "drain/tsc_clock.h"
+#include "drain/uring_writer.h"
+#include "format/sink.h"
 #include "src/ring.h"
-#include "tsc_clock.h"
-#include "uring_writer.h"
 
 #include <spanring/segment.h>
 #include <spanring/segment_view.h>

@@ -1,4 +1,4 @@
-#include "tsc_clock.h"
+#include "drain/tsc_clock.h"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-#include "uring_writer.h"
+#include "drain/uring_writer.h"
 
 #include <spanring/segment.h>
 #include <spanring/test_point.h>

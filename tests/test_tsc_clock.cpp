@@ -1,5 +1,5 @@
 // TscClock (drain/tsc_clock.h): TSC ticks to CLOCK_MONOTONIC ns from sample pairs.
-#include "tsc_clock.h"
+#include "drain/tsc_clock.h"
 
 #include <doctest/doctest.h>
 

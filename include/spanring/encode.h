@@ -23,8 +23,10 @@ size_t encode_name(const char* in, size_t len, char* out) noexcept;
 // kAttrsCap (192) encoded bytes, and out must have room for 192 bytes. Returns 0..192.
 size_t encode_attrs(const char* in, size_t len, char* out) noexcept;
 
-// Whether raw attributes hold the token `clk=dev` (a space-separated key=value pair): the
-// span's ts is on a device clock, not CLOCK_MONOTONIC (shared/strace-format.md). Pure.
+// Whether attributes hold the token `clk=dev` (a space-separated key=value pair): the span's ts
+// is on a device clock, not CLOCK_MONOTONIC (shared/strace-format.md). Raw or encoded
+// attributes alike (the token and its separators are spelled the same in both): the producer
+// asks it of raw bytes, the trace readers of the encoded [STRACE] spelling. Pure.
 bool is_device_attrs(std::string_view attrs) noexcept;
 
 }  // namespace spanring

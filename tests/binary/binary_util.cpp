@@ -49,36 +49,24 @@ char* TraceBuilder::room() {
 
 void TraceBuilder::process(uint32_t pid, uint32_t tid, uint64_t mono, uint64_t wall,
                            std::string_view cmd) {
-  len_ += sink_.process(room(), pid, tid, mono, wall, cmd);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.process(line, pid, tid, mono, wall, cmd));
+  add(ProcessEvent{pid, tid, mono, wall, cmd}, &Sink::process);
 }
 void TraceBuilder::thread(uint32_t pid, uint32_t tid, std::string_view name) {
-  len_ += sink_.thread(room(), pid, tid, name);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.thread(line, pid, tid, name));
+  add(ThreadEvent{pid, tid, name}, &Sink::thread);
 }
 void TraceBuilder::span(uint32_t pid, uint32_t tid, const RecordCopy& rec) {
-  len_ += sink_.span(room(), pid, tid, rec);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.span(line, pid, tid, rec));
+  add(SpanEvent::of(pid, tid, rec), &Sink::span);
 }
 void TraceBuilder::drops(uint32_t pid, uint32_t tid, uint64_t n, uint64_t first, uint64_t last,
                          DropReason reason) {
-  len_ += sink_.drops(room(), pid, tid, n, first, last, reason);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.drops(line, pid, tid, n, first, last, reason));
+  add(DropsEvent{pid, tid, n, first, last, reason}, &Sink::drops);
 }
 void TraceBuilder::unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
                               std::string_view name, bool cut, uint64_t ts) {
-  len_ += sink_.unfinished(room(), pid, tid, inv, depth, name, cut, ts);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.unfinished(line, pid, tid, inv, depth, name, cut, ts));
+  add(UnfinishedEvent{pid, tid, inv, depth, ts, name, cut, {}}, &Sink::unfinished);
 }
 void TraceBuilder::undescribed(uint32_t pid, uint32_t tid, uint32_t count) {
-  len_ += sink_.undescribed(room(), pid, tid, count);
-  char line[kMaxLineBytes];
-  text.append(line, text_sink_.undescribed(line, pid, tid, count));
+  add(UndescribedEvent{pid, tid, count}, &Sink::undescribed);
 }
 
 TraceBuilder synthetic_trace(int blocks, uint32_t seed) {
@@ -153,35 +141,18 @@ TraceBuilder synthetic_trace(int blocks, uint32_t seed) {
   return b;
 }
 
-void TextRenderer::process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-                           std::string_view cmdline) {
-  cmdlines.emplace_back(cmdline);
-  text.append(line_, sink_.process(line_, pid, tid, mono_ns, wall_ns, cmdline));
-  ++events;
+void TextRenderer::process(const ProcessEvent& e) {
+  cmdlines.emplace_back(e.cmdline);
+  render(e, &Sink::process);
 }
-void TextRenderer::thread(uint32_t pid, uint32_t tid, std::string_view name) {
-  thread_names.emplace_back(name);
-  text.append(line_, sink_.thread(line_, pid, tid, name));
-  ++events;
+void TextRenderer::thread(const ThreadEvent& e) {
+  thread_names.emplace_back(e.name);
+  render(e, &Sink::thread);
 }
-void TextRenderer::span(uint32_t pid, uint32_t tid, const RecordCopy& rec) {
-  text.append(line_, sink_.span(line_, pid, tid, rec));
-  ++events;
-}
-void TextRenderer::drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-                         uint64_t last_seq, DropReason reason) {
-  text.append(line_, sink_.drops(line_, pid, tid, dropped, first_seq, last_seq, reason));
-  ++events;
-}
-void TextRenderer::unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                              std::string_view name, bool name_cut, uint64_t ts_ns) {
-  text.append(line_, sink_.unfinished(line_, pid, tid, inv, depth, name, name_cut, ts_ns));
-  ++events;
-}
-void TextRenderer::undescribed(uint32_t pid, uint32_t tid, uint32_t count) {
-  text.append(line_, sink_.undescribed(line_, pid, tid, count));
-  ++events;
-}
+void TextRenderer::span(const SpanEvent& e) { render(e, &Sink::span); }
+void TextRenderer::drops(const DropsEvent& e) { render(e, &Sink::drops); }
+void TextRenderer::unfinished(const UnfinishedEvent& e) { render(e, &Sink::unfinished); }
+void TextRenderer::undescribed(const UndescribedEvent& e) { render(e, &Sink::undescribed); }
 
 ReadResult read_bytes(const std::string& bytes, TextRenderer& out, uint64_t* last_block) {
   TraceInput in = TraceInput::memory(bytes, "test");

@@ -3,8 +3,10 @@
 // text, and walking a file's blocks.
 #pragma once
 
-#include "binary_format.h"
-#include "strace_format.h"
+#include "format/binary_reader.h"
+#include "format/binary_sink.h"
+#include "format/crc32c.h"
+#include "format/text_sink.h"
 
 #include <cstdint>
 #include <string>
@@ -39,6 +41,13 @@ class TraceBuilder {
 
  private:
   char* room();
+  // One event through both sinks: its binary bytes into the block, its line into `text`.
+  template <class Event>
+  void add(const Event& e, size_t (spanring::Sink::*method)(char*, const Event&) noexcept) {
+    len_ += (sink_.*method)(room(), e);
+    char line[spanring::kMaxLineBytes];
+    text.append(line, (text_sink_.*method)(line, e));
+  }
   spanring::BinarySink sink_;
   spanring::TextSink text_sink_;
   std::vector<char> buf_;
@@ -50,23 +59,25 @@ class TraceBuilder {
 TraceBuilder synthetic_trace(int blocks, uint32_t seed = 1);
 
 // Renders delivered events with TextSink; counts them.
-class TextRenderer final : public spanring::BinaryVisitor {
+class TextRenderer final : public spanring::EventVisitor {
  public:
   std::string text;
   uint64_t events = 0;
   std::vector<std::string> cmdlines;
   std::vector<std::string> thread_names;
-  void process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-               std::string_view cmdline) override;
-  void thread(uint32_t pid, uint32_t tid, std::string_view name) override;
-  void span(uint32_t pid, uint32_t tid, const spanring::RecordCopy& rec) override;
-  void drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq, uint64_t last_seq,
-             spanring::DropReason reason) override;
-  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth, std::string_view name,
-                  bool name_cut, uint64_t ts_ns) override;
-  void undescribed(uint32_t pid, uint32_t tid, uint32_t count) override;
+  void process(const spanring::ProcessEvent& e) override;
+  void thread(const spanring::ThreadEvent& e) override;
+  void span(const spanring::SpanEvent& e) override;
+  void drops(const spanring::DropsEvent& e) override;
+  void unfinished(const spanring::UnfinishedEvent& e) override;
+  void undescribed(const spanring::UndescribedEvent& e) override;
 
  private:
+  template <class Event>
+  void render(const Event& e, size_t (spanring::Sink::*method)(char*, const Event&) noexcept) {
+    text.append(line_, (sink_.*method)(line_, e));
+    ++events;
+  }
   spanring::TextSink sink_;
   char line_[spanring::kMaxLineBytes];
 };

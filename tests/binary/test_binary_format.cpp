@@ -1,7 +1,8 @@
-// The binary trace format (drain/binary_format.h): what BinarySink writes reads back as the same
+// The binary trace format (format/binary_format.h): what BinarySink writes reads back as the same
 // events, rendered byte-identically by TextSink; a file cut anywhere reads up to its last
 // complete block and says where it was cut; corrupt files are refused with the byte offset.
 #include "binary_util.h"
+#include "drain/resume.h"
 
 #include <spanring/segment.h>
 
@@ -103,12 +104,13 @@ TEST_CASE("every event BinarySink writes reads back and renders exactly as TextS
 TEST_CASE("the largest event fits max_event_bytes and a full process event reads back") {
   BinarySink sink;
   std::vector<char> buf(1 << 16);
-  const size_t n = sink.process(buf.data(), 1, 1, 2, 3, std::string(100000, 'x'));
+  const std::string cmdline(100000, 'x');
+  const size_t n = sink.process(buf.data(), ProcessEvent{1, 1, 2, 3, cmdline});
   CHECK(n == kMaxBinaryEventBytes);
   CHECK(n <= sink.max_event_bytes());
   const RecordCopy big = make_record(0, 1, 2, 3, 4, 5, std::string(kNameRawMax, 'n'),
                                      std::string(kAttrsRawMax, 'a'));
-  CHECK(sink.span(buf.data(), 1, 1, big) <= sink.max_event_bytes());
+  CHECK(sink.span(buf.data(), SpanEvent::of(1, 1, big)) <= sink.max_event_bytes());
 }
 
 TEST_CASE("an empty trace is a header and empty blocks, and reads as complete with no events") {
@@ -150,10 +152,10 @@ TEST_CASE("a resumed sink appends blocks without a file header and continues the
   REQUIRE(fd >= 0);
   REQUIRE(::write(fd, file.data(), file.size()) == static_cast<ssize_t>(file.size()));
   ::close(fd);
-  const BinaryPrefix p = scan_binary_prefix(path, first.bytes.size());
+  const KeptPrefix p = scan_binary_prefix(path, first.bytes.size());
   CHECK(p.next_block_seq == 3);
   CHECK(p.pids == std::unordered_set<uint32_t>{4200, 4242});
-  const BinaryPrefix all = scan_binary_prefix(path, file.size());
+  const KeptPrefix all = scan_binary_prefix(path, file.size());
   CHECK(all.next_block_seq == 4);
   CHECK(all.pids.count(4300) == 1);
   // A prefix that ends inside a block is no committed prefix.

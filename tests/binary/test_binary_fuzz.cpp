@@ -7,10 +7,10 @@
 // SPANRING_FUZZ_SECONDS (default 3) bounds the run; SPANRING_FUZZ_SEED (default: time) picks
 // the sequence, printed so that a failure can be replayed.
 #include "binary_util.h"
-#include "chrome_json.h"
-#include "convert.h"
-#include "convert_reader.h"
-#include "report.h"
+#include "format/trace_reader.h"
+#include "tools/chrome_json.h"
+#include "tools/convert.h"
+#include "tools/report.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

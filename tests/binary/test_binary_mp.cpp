@@ -5,9 +5,9 @@
 // into a second file (`--also-strace`), so the converted binary can be compared byte for byte
 // with text the drainer wrote from the same records, not from a second run.
 #include "binary_util.h"
-#include "chrome_json.h"
-#include "convert.h"
 #include "mp_util.h"
+#include "tools/chrome_json.h"
+#include "tools/convert.h"
 
 #include <spanring/segment.h>
 

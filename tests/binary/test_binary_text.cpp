@@ -1,9 +1,10 @@
-// The strict [STRACE] text reader (drain/convert_text.cpp) and `spanring report`'s numbers,
+// The strict [STRACE] text reader (format/text_reader.cpp) and `spanring report`'s numbers,
 // checked against a trace written by hand and computed by hand; and the binary and text paths
 // into the report and the Chrome writer agreeing event for event.
 #include "binary_util.h"
-#include "convert_reader.h"
-#include "report.h"
+#include "format/event_spelling.h"
+#include "format/trace_reader.h"
+#include "tools/report.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -83,40 +84,41 @@ const json& thread_row(const json& report, uint32_t pid, uint32_t tid) {
 }
 
 // Every event a reader delivers, as comparable tuples.
-struct Collector final : TraceVisitor {
+struct Collector final : EventVisitor {
   std::vector<std::string> events;
-  void process(uint32_t pid, uint32_t, uint64_t mono, uint64_t wall, std::string_view) override {
-    events.push_back("process " + std::to_string(pid) + " " + std::to_string(mono) + " " +
-                     std::to_string(wall));
+  EventSpelling spelling;
+  void process(const ProcessEvent& e) override {
+    events.push_back("process " + std::to_string(e.pid) + " " + std::to_string(e.mono_ns) + " " +
+                     std::to_string(e.wall_ns));
   }
-  void span(const SpanEvent& s) override {
-    events.push_back("span " + std::to_string(s.pid) + " " + std::to_string(s.tid) + " " +
-                     std::to_string(s.ts_ns) + " " + std::to_string(s.dur_ns) + " " +
-                     std::to_string(s.inv) + " " + std::to_string(s.hid) + " " +
-                     std::to_string(s.depth) + " [" + std::string(s.name) + "] [" +
+  void span(const SpanEvent& e) override {
+    const EventSpelling::Span s = spelling.span(e);
+    events.push_back("span " + std::to_string(e.pid) + " " + std::to_string(e.tid) + " " +
+                     std::to_string(e.ts_ns) + " " + std::to_string(e.dur_ns) + " " +
+                     std::to_string(e.inv) + " " + std::to_string(e.hid) + " " +
+                     std::to_string(e.depth) + " [" + std::string(s.name) + "] [" +
                      std::string(s.attrs) + "] " + (s.device ? "dev" : "host"));
   }
-  void drops(uint32_t pid, uint32_t tid, uint64_t n, uint64_t a, uint64_t b, DropReason r) override {
-    events.push_back("drops " + std::to_string(pid) + " " + std::to_string(tid) + " " +
-                     std::to_string(n) + " " + std::to_string(a) + " " + std::to_string(b) + " " +
-                     drop_reason_name(r));
+  void drops(const DropsEvent& e) override {
+    events.push_back("drops " + std::to_string(e.pid) + " " + std::to_string(e.tid) + " " +
+                     std::to_string(e.dropped) + " " + std::to_string(e.first_seq) + " " +
+                     std::to_string(e.last_seq) + " " + drop_reason_name(e.reason));
   }
-  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth, std::string_view name,
-                  uint64_t ts) override {
-    events.push_back("unfinished " + std::to_string(pid) + " " + std::to_string(tid) + " " +
-                     std::to_string(inv) + " " + std::to_string(depth) + " [" +
-                     std::string(name) + "] " + std::to_string(ts));
+  void unfinished(const UnfinishedEvent& e) override {
+    events.push_back("unfinished " + std::to_string(e.pid) + " " + std::to_string(e.tid) + " " +
+                     std::to_string(e.inv) + " " + std::to_string(e.depth) + " [" +
+                     std::string(spelling.unfinished_name(e)) + "] " + std::to_string(e.ts_ns));
   }
-  void undescribed(uint32_t pid, uint32_t tid, uint64_t n) override {
-    events.push_back("undescribed " + std::to_string(pid) + " " + std::to_string(tid) + " " +
-                     std::to_string(n));
+  void undescribed(const UndescribedEvent& e) override {
+    events.push_back("undescribed " + std::to_string(e.pid) + " " + std::to_string(e.tid) + " " +
+                     std::to_string(e.count));
   }
 };
 
 const std::string kGoodLine =
     "[STRACE] v=1 pid=1 tid=1 inv=0 hid=0 depth=0 name=ok ts=1 dur=1 \n";
 
-ReadResult read_text(const std::string& text, TraceVisitor& v) {
+ReadResult read_text(const std::string& text, EventVisitor& v) {
   TraceInput in = TraceInput::memory(text, "text");
   return read_trace(in, v);
 }

@@ -1,6 +1,6 @@
-#include "report.h"
+#include "tools/report.h"
 
-#include "strace_format.h"
+#include "format/trace_reader.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -58,49 +58,48 @@ const char* status_name(ReadResult::Status s) {
 
 }  // namespace
 
-void TraceReport::process(uint32_t pid, uint32_t, uint64_t mono_ns, uint64_t wall_ns,
-                          std::string_view cmdline) {
-  Process& p = procs_[pid];
+void TraceReport::process(const ProcessEvent& e) {
+  Process& p = procs_[e.pid];
   if (p.anchored) return;  // one anchor per pid: the first
   p.anchored = true;
-  p.mono_ns = mono_ns;
-  p.wall_ns = wall_ns;
-  p.cmdline = std::string(cmdline);
+  p.mono_ns = e.mono_ns;
+  p.wall_ns = e.wall_ns;
+  p.cmdline = std::string(e.cmdline);
   std::replace(p.cmdline.begin(), p.cmdline.end(), '\0', ' ');
 }
 
-void TraceReport::thread(uint32_t pid, uint32_t tid, std::string_view name) {
-  thread_of(pid, tid).name = std::string(name);
+void TraceReport::thread(const ThreadEvent& e) {
+  thread_of(e.pid, e.tid).name = std::string(e.name);
 }
 
-void TraceReport::span(const SpanEvent& s) {
+void TraceReport::span(const SpanEvent& e) {
+  const EventSpelling::Span s = spelling_.span(e);
   NameStats& n = names_[std::string(s.name)];
-  n.durations.push_back(s.dur_ns);
-  n.total += s.dur_ns;
-  n.max = std::max(n.max, s.dur_ns);
+  n.durations.push_back(e.dur_ns);
+  n.total += e.dur_ns;
+  n.max = std::max(n.max, e.dur_ns);
   n.device |= s.device;
-  ++thread_of(s.pid, s.tid).records;
+  ++thread_of(e.pid, e.tid).records;
   ++records_;
 }
 
-void TraceReport::drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-                        uint64_t last_seq, DropReason reason) {
-  drops_.push_back(Drop{pid, tid, dropped, first_seq, last_seq, reason});
-  thread_of(pid, tid).dropped += dropped;
-  dropped_ += dropped;
+void TraceReport::drops(const DropsEvent& e) {
+  drops_.push_back(Drop{e.pid, e.tid, e.dropped, e.first_seq, e.last_seq, e.reason});
+  thread_of(e.pid, e.tid).dropped += e.dropped;
+  dropped_ += e.dropped;
 }
 
-void TraceReport::unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                             std::string_view name, uint64_t ts_ns) {
-  unfinished_.push_back(Unfinished{pid, tid, inv, depth, std::string(name), ts_ns, 0});
-  ++thread_of(pid, tid).unfinished;
+void TraceReport::unfinished(const UnfinishedEvent& e) {
+  unfinished_.push_back(Unfinished{e.pid, e.tid, e.inv, e.depth,
+                                   std::string(spelling_.unfinished_name(e)), e.ts_ns, 0});
+  ++thread_of(e.pid, e.tid).unfinished;
   ++unfinished_count_;
 }
 
-void TraceReport::undescribed(uint32_t pid, uint32_t tid, uint64_t count) {
-  unfinished_.push_back(Unfinished{pid, tid, 0, 0, {}, 0, count});
-  thread_of(pid, tid).unfinished += count;
-  unfinished_count_ += count;
+void TraceReport::undescribed(const UndescribedEvent& e) {
+  unfinished_.push_back(Unfinished{e.pid, e.tid, 0, 0, {}, 0, e.count});
+  thread_of(e.pid, e.tid).unfinished += e.count;
+  unfinished_count_ += e.count;
 }
 
 std::vector<TraceReport::Row> TraceReport::rows() {

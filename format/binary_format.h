@@ -1,5 +1,6 @@
 // The spanring binary trace format, version 1 (docs/binary-format.md has the full
-// description): BinarySink writes it as the drainer's output, read_binary_trace() reads it back.
+// description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
+// output, read_binary_trace() (format/binary_reader.h) reads it back; CRC32C is format/crc32c.h.
 //
 //   offset 0   FileHeader (32 bytes): magic "\x89SPRTRC\n", version, header size
 //   32         block 0: BlockHeader (24 bytes) + payload = events   <- one drainer buffer
@@ -11,7 +12,7 @@
 //                its variable bytes: command line, thread name, raw span name + attributes)
 //
 // Every integer is little-endian (static_assert below); structs are copied with memcpy, so
-// nothing in a file needs to be aligned. Events mirror the Sink methods one to one and carry
+// nothing in a file needs to be aligned. Events mirror format/event.h one to one and carry
 // the record's raw fields and raw name/attribute bytes, so that conversion to [STRACE] text
 // goes through the very same formatting code as the text drainer (byte-identical output).
 //
@@ -22,19 +23,12 @@
 // data.
 #pragma once
 
-#include "convert_io.h"
-#include "src/record_copy.h"
-#include "sink.h"
-
 #include <spanring/segment_layout.h>
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <type_traits>
-#include <unordered_set>
 
 namespace spanring {
 
@@ -160,79 +154,5 @@ static_assert(sizeof(UndescribedBody) == 16);
 inline constexpr size_t kMaxBinaryEventBytes =
     sizeof(EventHeader) + sizeof(ProcessBody) + kMaxCmdlineBytes;
 static_assert(kMaxBinaryEventBytes <= UINT16_MAX);
-
-// CRC32C (Castagnoli), the iSCSI/ext4 polynomial: the SSE4.2 crc32 instruction when the CPU has
-// it, Boost.CRC otherwise. `crc` chains calls (0 to start). Pure; any thread.
-uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0) noexcept;
-// The same sum by Boost.CRC alone (the fallback; tests compare the two).
-uint32_t crc32c_portable(const void* data, size_t n, uint32_t crc = 0) noexcept;
-
-// The binary format as a Sink. Every drainer buffer becomes one block: begin_buffer writes the
-// (file header and) block header, end_buffer fills in the length and both CRCs.
-class BinarySink final : public Sink {
- public:
-  // `file_header`: write the file header before the first block (false when appending to a
-  // kept prefix that has one). `first_block_seq`: the first block's sequence number (a kept
-  // prefix's next one).
-  explicit BinarySink(bool file_header = true, uint64_t first_block_seq = 0) noexcept
-      : header_pending_(file_header), next_seq_(first_block_seq) {}
-
-  size_t max_event_bytes() const noexcept override { return kMaxBinaryEventBytes; }
-  size_t begin_buffer(char* out) noexcept override;
-  void end_buffer(char* buffer, size_t len) noexcept override;
-  size_t process(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-                 std::string_view cmdline) noexcept override;
-  size_t thread(char* out, uint32_t pid, uint32_t tid, std::string_view name) noexcept override;
-  size_t span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept override;
-  size_t drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-               uint64_t last_seq, DropReason reason) noexcept override;
-  size_t unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                    std::string_view name, bool name_cut, uint64_t ts_ns) noexcept override;
-  size_t undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) noexcept override;
-
- private:
-  bool header_pending_;
-  uint64_t next_seq_;
-  size_t block_at_ = 0;  // where the current buffer's block header is (after a file header)
-};
-
-// What read_binary_trace() delivers: the Sink's events, back. Called only for blocks whose
-// checksums and every event matched, in file order.
-class BinaryVisitor {
- public:
-  virtual ~BinaryVisitor() = default;
-  virtual void process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-                       std::string_view cmdline) = 0;
-  virtual void thread(uint32_t pid, uint32_t tid, std::string_view name) = 0;
-  // `rec`: header fields and payload as the drainer read them (slots and flags recomputed).
-  virtual void span(uint32_t pid, uint32_t tid, const RecordCopy& rec) = 0;
-  virtual void drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-                     uint64_t last_seq, DropReason reason) = 0;
-  virtual void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                          std::string_view name, bool name_cut, uint64_t ts_ns) = 0;
-  virtual void undescribed(uint32_t pid, uint32_t tid, uint32_t count) = 0;
-};
-
-// Reads a binary trace from the current position of `in` (its start) to its end. Never throws
-// for the content (only TraceInput's own read errors propagate); every problem is in the result:
-// kNotATrace (no magic), kCut (the input ends inside the file header or a block: every
-// complete block before it was delivered), kCorrupt (bad magic, version, checksum, length or
-// event: names the byte offset; earlier blocks were delivered, nothing of the bad block was).
-// `last_block_seq`, when not null, receives the last complete block's sequence number (or
-// UINT64_MAX when there was none).
-ReadResult read_binary_trace(TraceInput& in, BinaryVisitor& visitor,
-                             uint64_t* last_block_seq = nullptr);
-
-// True when `first_bytes` (the start of a file) begins with the binary magic.
-bool is_binary_trace(std::string_view first_bytes) noexcept;
-
-// What `spanring drain` needs from the committed prefix of a binary file it resumes: the pids
-// that already have their process event, and the next block sequence number. Throws Error
-// when the first `bytes` bytes of `path` are not a clean run of complete blocks.
-struct BinaryPrefix {
-  std::unordered_set<uint32_t> pids;
-  uint64_t next_block_seq = 0;
-};
-BinaryPrefix scan_binary_prefix(const std::string& path, uint64_t bytes);
 
 }  // namespace spanring

@@ -1,4 +1,4 @@
-#include "convert_io.h"
+#include "format/convert_io.h"
 
 #include <spanring/segment.h>
 

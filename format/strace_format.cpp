@@ -1,4 +1,4 @@
-#include "strace_format.h"
+#include "format/strace_format.h"
 
 #include <spanring/encode.h>
 
@@ -30,124 +30,116 @@ struct Out {
 
 }  // namespace
 
-size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) {
-  const RecordHeader& h = rec.header;
+size_t format_span(char* out, const SpanEvent& e) noexcept {
   Out o{out};
-  o.prefix(h.ts_ns + h.dur_ns, tid, "emit_host_span: [STRACE] v=1 pid=");
-  o.dec(pid);
+  o.prefix(e.ts_ns + e.dur_ns, e.tid, "emit_host_span: [STRACE] v=1 pid=");
+  o.dec(e.pid);
   o.str(" tid=");
-  o.dec(tid);
+  o.dec(e.tid);
   o.str(" inv=");
-  o.dec(h.inv);
+  o.dec(e.inv);
   o.str(" hid=");
-  o.hex(h.hid);
+  o.hex(e.hid);
   o.str(" depth=");
-  o.dec(h.depth);
+  o.dec(e.depth);
   o.str(" name=");
-  o.p += encode_name(rec.name(), h.name_len, o.p);
+  if (e.record != nullptr) o.p += encode_name(e.record->name(), e.record->header.name_len, o.p);
+  else o.str(e.name);
   o.str(" ts=");
-  o.dec(h.ts_ns);
+  o.dec(e.ts_ns);
   o.str(" dur=");
-  o.dec(h.dur_ns);
+  o.dec(e.dur_ns);
   // The separating space is written even with no attributes: the line then ends `dur=<n> `.
   o.str(" ");
-  o.p += encode_attrs(rec.attrs(), h.attrs_len, o.p);
+  if (e.record != nullptr) o.p += encode_attrs(e.record->attrs(), e.record->header.attrs_len, o.p);
+  else o.str(e.attrs);
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
 
-size_t format_anchor(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns) {
+size_t format_anchor(char* out, const ProcessEvent& e) noexcept {
   Out o{out};
-  o.prefix(mono_ns, tid, "clock_anchor: [CLOCK_ANCHOR] v=1 pid=");
-  o.dec(pid);
+  o.prefix(e.mono_ns, e.tid, "clock_anchor: [CLOCK_ANCHOR] v=1 pid=");
+  o.dec(e.pid);
   o.str(" mono_ns=");
-  o.dec(mono_ns);
+  o.dec(e.mono_ns);
   o.str(" wall_ns=");
-  o.dec(wall_ns);
+  o.dec(e.wall_ns);
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
 
-size_t format_drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-                    uint64_t last_seq, const char* reason) {
+size_t format_drops(char* out, const DropsEvent& e) noexcept {
   Out o{out};
   o.str("[SPANRING_DROPS] v=1 pid=");
-  o.dec(pid);
+  o.dec(e.pid);
   o.str(" tid=");
-  o.dec(tid);
+  o.dec(e.tid);
   o.str(" dropped=");
-  o.dec(dropped);
+  o.dec(e.dropped);
   o.str(" first_seq=");
-  o.dec(first_seq);
+  o.dec(e.first_seq);
   o.str(" last_seq=");
-  o.dec(last_seq);
+  o.dec(e.last_seq);
   o.str(" reason=");
-  o.str(reason);
+  o.str(drop_reason_name(e.reason));
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
 
-const char* drop_reason_name(DropReason r) noexcept {
-  switch (r) {
-    case DropReason::kRingFull: return "ring_full";
-    case DropReason::kInvalid: return "invalid";
-    case DropReason::kNoRing: return "no_ring";
-    case DropReason::kCorrupt: return "corrupt";
-    case DropReason::kVfork: return "vfork";
-    case DropReason::kReentrant: return "reentrant";
-  }
-  return "unknown";
-}
-
-size_t format_unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                         std::string_view name, bool name_cut, uint64_t ts_ns) {
-  Out o{out};
-  o.str("[SPANRING_UNFINISHED] v=1 pid=");
-  o.dec(pid);
-  o.str(" tid=");
-  o.dec(tid);
-  o.str(" inv=");
-  o.dec(inv);
-  o.str(" depth=");
-  o.dec(depth);
-  o.str(" name=");
+size_t encode_unfinished_name(char* out, std::string_view raw, bool cut) noexcept {
   // The ring kept only the name's first bytes. Encode them unit by unit under the cap; if they
   // did not all fit, or the name went on past them, mark the cut exactly as the [STRACE] spec
   // does: at the cap, drop the whole last unit, then `~`.
   size_t n = 0;
   size_t last_unit = 0;
-  bool cut = name_cut;
-  for (size_t i = 0; i < name.size() && name[i] != '\0'; ++i) {
+  for (size_t i = 0; i < raw.size() && raw[i] != '\0'; ++i) {
     char unit[3];
-    const size_t u = encode_name(&name[i], 1, unit);
+    const size_t u = encode_name(&raw[i], 1, unit);
     if (n + u > kNameCap) {
       cut = true;
       break;
     }
-    std::memcpy(o.p + n, unit, u);
+    std::memcpy(out + n, unit, u);
     n += u;
     last_unit = u;
   }
   if (cut) {
     if (n == kNameCap) n -= last_unit;
-    o.p[n++] = '~';
+    out[n++] = '~';
   }
-  o.p += n;
-  if (n == 0) o.str("%3F");  // no name was recorded: `?`, encoded
+  if (n > 0) return n;
+  std::memcpy(out, "%3F", 3);  // no name was recorded: `?`, encoded
+  return 3;
+}
+
+size_t format_unfinished(char* out, const UnfinishedEvent& e) noexcept {
+  Out o{out};
+  o.str("[SPANRING_UNFINISHED] v=1 pid=");
+  o.dec(e.pid);
+  o.str(" tid=");
+  o.dec(e.tid);
+  o.str(" inv=");
+  o.dec(e.inv);
+  o.str(" depth=");
+  o.dec(e.depth);
+  o.str(" name=");
+  if (!e.spelled_name.empty()) o.str(e.spelled_name);
+  else o.p += encode_unfinished_name(o.p, e.raw_name, e.name_cut);
   o.str(" ts=");
-  o.dec(ts_ns);
+  o.dec(e.ts_ns);
   o.str(" reason=owner_died\n");
   return static_cast<size_t>(o.p - out);
 }
 
-size_t format_undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) {
+size_t format_undescribed(char* out, const UndescribedEvent& e) noexcept {
   Out o{out};
   o.str("[SPANRING_UNFINISHED] v=1 pid=");
-  o.dec(pid);
+  o.dec(e.pid);
   o.str(" tid=");
-  o.dec(tid);
+  o.dec(e.tid);
   o.str(" undescribed=");
-  o.dec(count);
+  o.dec(e.count);
   o.str(" reason=owner_died_deeper_than_");
   o.dec(kOpenSpanMax);
   o.str("\n");

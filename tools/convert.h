@@ -1,9 +1,9 @@
 // `spanring convert FILE --to strace|chrome [-o OUT]` and `spanring report`, as functions the
-// CLI (main.cpp) and the tests call.
+// CLI (drain/main.cpp) and the tests call.
 //
 //   --to strace   a binary trace as [STRACE] text, byte-identical to what the text drainer
 //                 writes for the same events: every event goes through TextSink, the text
-//                 drainer's own formatter (strace_format.h), nothing is spelled twice.
+//                 drainer's own formatter (format/text_sink.h), nothing is spelled twice.
 //   --to chrome   Chrome trace-event JSON for Perfetto (chrome_json.h); binary or text input.
 //
 // Exit statuses: 0 converted (also when the input was cut: the output holds every complete
@@ -11,7 +11,7 @@
 // before the bad block) or not a trace, 2 usage or I/O errors.
 #pragma once
 
-#include "convert_io.h"
+#include "format/convert_io.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "convert_tee.h"
+#include "drain/tee_sink.h"
 
 namespace spanring {
 namespace {
@@ -62,43 +62,41 @@ void TeeSink::end_buffer(char* buffer, size_t len) noexcept {
   submit_text();
 }
 
-size_t TeeSink::process(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns,
-                        uint64_t wall_ns, std::string_view cmdline) noexcept {
-  char* t = text_room();
-  current_->len += text_.process(t, pid, tid, mono_ns, wall_ns, cmdline);
-  return primary_.process(out, pid, tid, mono_ns, wall_ns, cmdline);
+// Each event: its text line first (into the current text buffer), then the primary's bytes.
+size_t TeeSink::process(char* out, const ProcessEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.process(t, e);
+  return primary_.process(out, e);
 }
 
-size_t TeeSink::thread(char* out, uint32_t pid, uint32_t tid, std::string_view name) noexcept {
-  char* t = text_room();
-  current_->len += text_.thread(t, pid, tid, name);
-  return primary_.thread(out, pid, tid, name);
+size_t TeeSink::thread(char* out, const ThreadEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.thread(t, e);
+  return primary_.thread(out, e);
 }
 
-size_t TeeSink::span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept {
-  char* t = text_room();
-  current_->len += text_.span(t, pid, tid, rec);
-  return primary_.span(out, pid, tid, rec);
+size_t TeeSink::span(char* out, const SpanEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.span(t, e);
+  return primary_.span(out, e);
 }
 
-size_t TeeSink::drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped,
-                      uint64_t first_seq, uint64_t last_seq, DropReason reason) noexcept {
-  char* t = text_room();
-  current_->len += text_.drops(t, pid, tid, dropped, first_seq, last_seq, reason);
-  return primary_.drops(out, pid, tid, dropped, first_seq, last_seq, reason);
+size_t TeeSink::drops(char* out, const DropsEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.drops(t, e);
+  return primary_.drops(out, e);
 }
 
-size_t TeeSink::unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                           std::string_view name, bool name_cut, uint64_t ts_ns) noexcept {
-  char* t = text_room();
-  current_->len += text_.unfinished(t, pid, tid, inv, depth, name, name_cut, ts_ns);
-  return primary_.unfinished(out, pid, tid, inv, depth, name, name_cut, ts_ns);
+size_t TeeSink::unfinished(char* out, const UnfinishedEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.unfinished(t, e);
+  return primary_.unfinished(out, e);
 }
 
-size_t TeeSink::undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) noexcept {
-  char* t = text_room();
-  current_->len += text_.undescribed(t, pid, tid, count);
-  return primary_.undescribed(out, pid, tid, count);
+size_t TeeSink::undescribed(char* out, const UndescribedEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.undescribed(t, e);
+  return primary_.undescribed(out, e);
 }
 
 bool TeeSink::finish() noexcept {

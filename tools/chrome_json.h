@@ -20,8 +20,9 @@
 // size converts in constant memory, except for flow ends waiting for their partner.
 #pragma once
 
-#include "convert_io.h"
-#include "convert_reader.h"
+#include "format/convert_io.h"
+#include "format/event_spelling.h"
+#include "format/event_visitor.h"
 
 #include <cstdint>
 #include <deque>
@@ -37,20 +38,19 @@ namespace spanring {
 inline constexpr uint32_t kDevicePidBase = 1u << 30;    // device clock of pid N: base + N
 inline constexpr uint32_t kLostPid = (1u << 30) - 1;    // drops outside any ring owner
 
-class ChromeTraceWriter final : public TraceVisitor {
+class ChromeTraceWriter final : public EventVisitor {
  public:
   // `source` names the input in the metadata.
   ChromeTraceWriter(TraceOutput& out, std::string source);
 
-  void process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-               std::string_view cmdline) override;
-  void thread(uint32_t pid, uint32_t tid, std::string_view name) override;
-  void span(const SpanEvent& s) override;
-  void drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-             uint64_t last_seq, DropReason reason) override;
-  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                  std::string_view name, uint64_t ts_ns) override;
-  void undescribed(uint32_t pid, uint32_t tid, uint64_t count) override;
+  // The events of a trace in file order (format/event_visitor.h); each writes its JSON as it
+  // comes. Throw only what TraceOutput throws.
+  void process(const ProcessEvent& e) override;
+  void thread(const ThreadEvent& e) override;
+  void span(const SpanEvent& e) override;
+  void drops(const DropsEvent& e) override;
+  void unfinished(const UnfinishedEvent& e) override;
+  void undescribed(const UndescribedEvent& e) override;
 
   // Places the instants still waiting for a time, writes the metadata and closes the JSON.
   // `result` is what the reader said (a cut or corrupt input is noted in the metadata).
@@ -89,10 +89,11 @@ class ChromeTraceWriter final : public TraceVisitor {
   void name_lane(uint32_t chrome_pid, uint32_t tid, uint32_t host_pid, bool device);
   void instant(uint32_t chrome_pid, uint32_t tid, uint64_t ts_ns, const std::string& name,
                const std::string& args);
-  void flow(const SpanEvent& s);
+  void flow(const SpanEvent& e, const EventSpelling::Span& sp);
   void place_pending(uint32_t pid, uint32_t tid, uint64_t ts_ns);
 
   TraceOutput& out_;
+  EventSpelling spelling_;
   std::string source_;
   std::string ev_;  // the event being built
   bool first_ = true;

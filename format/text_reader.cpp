@@ -1,13 +1,15 @@
-// The strict [STRACE] text reader (read_strace_text in convert_reader.h). Written from the
+// The strict [STRACE] text reader (read_strace_text in format/text_reader.h). Written from the
 // spec (shared/strace-format.md) and docs/output.md; it shares no code with the test suite's
 // parser, so that each can check the other.
-#include "convert_reader.h"
+#include "format/text_reader.h"
 
 #include <spanring/segment_layout.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace spanring {
 namespace {
@@ -139,7 +141,7 @@ bool parse_reason(std::string_view r, DropReason* out) {
 
 class TextParser {
  public:
-  explicit TextParser(TraceVisitor& v) : v_(v) {}
+  explicit TextParser(EventVisitor& v) : v_(v) {}
 
   // Parses one line (LF removed). Returns false with why() set when a trace line is malformed.
   bool line(std::string_view l, bool overlong) {
@@ -199,7 +201,6 @@ class TextParser {
     s.pid = static_cast<uint32_t>(pid);
     s.tid = static_cast<uint32_t>(tid);
     s.depth = static_cast<uint32_t>(depth);
-    s.device = has_attr_token(s.attrs, "clk=dev");
     v_.span(s);
     ++events_;
     return true;
@@ -219,7 +220,7 @@ class TextParser {
                        std::to_string(pid) + " (one per pid per file); the first is used");
       return true;
     }
-    v_.process(static_cast<uint32_t>(pid), 0, mono, wall, {});
+    v_.process(ProcessEvent{static_cast<uint32_t>(pid), 0, mono, wall, {}});
     ++events_;
     return true;
   }
@@ -240,7 +241,8 @@ class TextParser {
                     " (ring_full, invalid, no_ring, corrupt or vfork)");
     }
     if (last < first) return c.fail("last_seq " + std::to_string(last) + " < first_seq");
-    v_.drops(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), n, first, last, reason);
+    v_.drops(DropsEvent{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), n, first, last,
+                        reason});
     ++events_;
     return true;
   }
@@ -256,7 +258,7 @@ class TextParser {
             c.lit(" reason=owner_died_deeper_than_") && c.dec("depth", &deeper)))
         return false;
       if (c.i != c.s.size()) return c.fail("unexpected bytes: " + c.show_here());
-      v_.undescribed(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), n);
+      v_.undescribed(UndescribedEvent{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), n});
       ++events_;
       return true;
     }
@@ -269,13 +271,13 @@ class TextParser {
     if (!check_encoded(c, name, name_at, true)) return false;
     if (!(c.lit(" ts=") && c.dec("ts", &ts) && c.lit(" reason=owner_died"))) return false;
     if (c.i != c.s.size()) return c.fail("unexpected bytes after the reason: " + c.show_here());
-    v_.unfinished(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), inv,
-                  static_cast<uint32_t>(depth), name, ts);
+    v_.unfinished(UnfinishedEvent{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), inv,
+                                  static_cast<uint32_t>(depth), ts, {}, false, name});
     ++events_;
     return true;
   }
 
-  TraceVisitor& v_;
+  EventVisitor& v_;
   std::string why_;
   uint64_t line_no_ = 1;
   uint64_t trace_lines_ = 0;
@@ -288,7 +290,7 @@ class TextParser {
 
 }  // namespace
 
-ReadResult read_strace_text(TraceInput& in, TraceVisitor& visitor) {
+ReadResult read_strace_text(TraceInput& in, EventVisitor& visitor) {
   ReadResult r;
   r.format = "[STRACE] text";
   const uint64_t start = in.offset();

@@ -1,87 +1,45 @@
-#include "convert.h"
+#include "tools/convert.h"
 
-#include "binary_format.h"
-#include "chrome_json.h"
-#include "convert_reader.h"
-#include "report.h"
-#include "strace_format.h"
-
-#include <spanring/segment.h>
+#include "format/binary_reader.h"
+#include "format/text_sink.h"
+#include "format/trace_reader.h"
+#include "tools/chrome_json.h"
+#include "tools/progress_bar.h"
+#include "tools/report.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <memory>
 #include <cstdio>
 
 namespace spanring {
 namespace {
 
 // Binary events through TextSink, the text drainer's formatter: byte-identical by construction.
-class StraceWriter final : public BinaryVisitor {
+class StraceWriter final : public EventVisitor {
  public:
   explicit StraceWriter(TraceOutput& out) : out_(out) {}
-  void process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-               std::string_view cmdline) override {
-    out_.commit(sink_.process(out_.room(kMaxLineBytes), pid, tid, mono_ns, wall_ns, cmdline));
+  void process(const ProcessEvent& e) override {
+    out_.commit(sink_.process(out_.room(kMaxLineBytes), e));
   }
-  void thread(uint32_t pid, uint32_t tid, std::string_view name) override {
-    out_.commit(sink_.thread(out_.room(kMaxLineBytes), pid, tid, name));
+  void thread(const ThreadEvent& e) override {
+    out_.commit(sink_.thread(out_.room(kMaxLineBytes), e));
   }
-  void span(uint32_t pid, uint32_t tid, const RecordCopy& rec) override {
-    out_.commit(sink_.span(out_.room(kMaxLineBytes), pid, tid, rec));
+  void span(const SpanEvent& e) override { out_.commit(sink_.span(out_.room(kMaxLineBytes), e)); }
+  void drops(const DropsEvent& e) override {
+    out_.commit(sink_.drops(out_.room(kMaxLineBytes), e));
   }
-  void drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq, uint64_t last_seq,
-             DropReason reason) override {
-    out_.commit(sink_.drops(out_.room(kMaxLineBytes), pid, tid, dropped, first_seq, last_seq,
-                            reason));
+  void unfinished(const UnfinishedEvent& e) override {
+    out_.commit(sink_.unfinished(out_.room(kMaxLineBytes), e));
   }
-  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                  std::string_view name, bool name_cut, uint64_t ts_ns) override {
-    out_.commit(sink_.unfinished(out_.room(kMaxLineBytes), pid, tid, inv, depth, name, name_cut,
-                                 ts_ns));
-  }
-  void undescribed(uint32_t pid, uint32_t tid, uint32_t count) override {
-    out_.commit(sink_.undescribed(out_.room(kMaxLineBytes), pid, tid, count));
+  void undescribed(const UndescribedEvent& e) override {
+    out_.commit(sink_.undescribed(out_.room(kMaxLineBytes), e));
   }
 
  private:
   TraceOutput& out_;
   TextSink sink_;
 };
-
-// Inputs at least this large get a progress bar (when stderr is a terminal): smaller ones
-// convert in well under a second.
-constexpr uint64_t kProgressMinBytes = 64u << 20;
-
-void install_progress(TraceInput& in) {
-  if (!::isatty(STDERR_FILENO) || !in.size() || *in.size() < kProgressMinBytes) return;
-  const uint64_t total = *in.size();
-  struct State {
-    std::chrono::steady_clock::time_point last{};
-    bool done = false;
-  };
-  auto st = std::make_shared<State>();
-  const std::string name = in.name();
-  in.on_progress([total, st, name](uint64_t at) {
-    if (st->done) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - st->last < std::chrono::milliseconds(200) && at < total) return;
-    st->last = now;
-    if (at >= total) {
-      st->done = true;
-      std::fprintf(stderr, "\r\033[K");  // the bar goes away once the input is read
-      return;
-    }
-    const int pct = static_cast<int>(at * 100 / total);
-    const int filled = pct * 30 / 100;
-    std::fprintf(stderr, "\r\033[Kspanring: %s [%.*s%*s] %3d%% (%llu of %llu MiB)", name.c_str(),
-                 filled, "==============================", 30 - filled, "", pct,
-                 static_cast<unsigned long long>(at >> 20),
-                 static_cast<unsigned long long>(total >> 20));
-  });
-}
 
 }  // namespace
 
@@ -110,7 +68,7 @@ ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to) {
 
 int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path) {
   TraceInput in = TraceInput::open(in_path);
-  install_progress(in);
+  show_progress(in);
   TraceOutput out = TraceOutput::open(out_path);
   const ReadResult r = convert_trace(in, out, to);
   out.finish();

@@ -1,8 +1,8 @@
-// TeeSink: `spanring run|drain --also-strace FILE`. Every event goes to the drainer's own sink
-// (binary, say) and, formatted by TextSink, to a second file through its own UringWriter, so
-// that one run yields the same events in both formats. It exists to check conversion (binary ->
-// convert --to strace must equal this file byte for byte) and costs a second formatting pass:
-// not for production runs.
+// TeeSink, a drain-time Sink: `spanring run|drain --also-strace FILE`. Every event goes to the
+// drainer's own sink (binary, say) and, formatted by TextSink, to a second file through its own
+// UringWriter, so that one run yields the same events in both formats. It exists to check
+// conversion (binary -> convert --to strace must equal this file byte for byte) and costs a
+// second formatting pass: not for production runs.
 //
 // The second file is written, not committed: it holds this drainer's events from its start (a
 // resumed `drain` starts it afresh) and no journal covers it. Its write errors are reported by
@@ -12,9 +12,9 @@
 // methods never allocate; when all are in flight the drain thread waits for the text file.
 #pragma once
 
-#include "sink.h"
-#include "strace_format.h"
-#include "uring_writer.h"
+#include "drain/uring_writer.h"
+#include "format/sink.h"
+#include "format/text_sink.h"
 
 #include <memory>
 #include <vector>
@@ -23,6 +23,8 @@ namespace spanring {
 
 class TeeSink final : public Sink {
  public:
+  // `primary` and `text_writer` must outlive the TeeSink. Allocates its text buffers (throws
+  // std::bad_alloc only).
   TeeSink(Sink& primary, UringWriter& text_writer);
   ~TeeSink() override;
   TeeSink(const TeeSink&) = delete;
@@ -31,18 +33,15 @@ class TeeSink final : public Sink {
   size_t max_event_bytes() const noexcept override { return primary_.max_event_bytes(); }
   size_t begin_buffer(char* out) noexcept override { return primary_.begin_buffer(out); }
   void end_buffer(char* buffer, size_t len) noexcept override;
-  size_t process(char* out, uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-                 std::string_view cmdline) noexcept override;
-  size_t thread(char* out, uint32_t pid, uint32_t tid, std::string_view name) noexcept override;
-  size_t span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept override;
-  size_t drops(char* out, uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-               uint64_t last_seq, DropReason reason) noexcept override;
-  size_t unfinished(char* out, uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                    std::string_view name, bool name_cut, uint64_t ts_ns) noexcept override;
-  size_t undescribed(char* out, uint32_t pid, uint32_t tid, uint32_t count) noexcept override;
+  size_t process(char* out, const ProcessEvent& e) noexcept override;
+  size_t thread(char* out, const ThreadEvent& e) noexcept override;
+  size_t span(char* out, const SpanEvent& e) noexcept override;
+  size_t drops(char* out, const DropsEvent& e) noexcept override;
+  size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override;
+  size_t undescribed(char* out, const UndescribedEvent& e) noexcept override;
 
   // Writes the text still buffered and waits until the text file has it all and is fsynced.
-  // Returns false when a write to it failed. Call after Drainer::finish().
+  // Returns false when a write to it failed. Call after Drainer::finish(), once.
   bool finish() noexcept;
 
  private:

@@ -5,11 +5,12 @@
 // (with their reasons) and unfinished spans are listed under the tables and are not counted in
 // them: a cut or lossy trace is a stated fact, never a silently smaller number.
 //
-// Input: a binary trace or [STRACE] text (convert_reader.h tells them apart).
+// Input: a binary trace or [STRACE] text (format/trace_reader.h tells them apart).
 #pragma once
 
-#include "convert_io.h"
-#include "convert_reader.h"
+#include "format/convert_io.h"
+#include "format/event_spelling.h"
+#include "format/event_visitor.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,19 +21,17 @@
 
 namespace spanring {
 
-class TraceReport final : public TraceVisitor {
+class TraceReport final : public EventVisitor {
  public:
   __extension__ typedef unsigned __int128 Uint128;  // GCC/Clang; __extension__: not ISO C++
 
-  void process(uint32_t pid, uint32_t tid, uint64_t mono_ns, uint64_t wall_ns,
-               std::string_view cmdline) override;
-  void thread(uint32_t pid, uint32_t tid, std::string_view name) override;
-  void span(const SpanEvent& s) override;
-  void drops(uint32_t pid, uint32_t tid, uint64_t dropped, uint64_t first_seq,
-             uint64_t last_seq, DropReason reason) override;
-  void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth,
-                  std::string_view name, uint64_t ts_ns) override;
-  void undescribed(uint32_t pid, uint32_t tid, uint64_t count) override;
+  // The events of a trace (format/event_visitor.h), counted and kept for the tables.
+  void process(const ProcessEvent& e) override;
+  void thread(const ThreadEvent& e) override;
+  void span(const SpanEvent& e) override;
+  void drops(const DropsEvent& e) override;
+  void unfinished(const UnfinishedEvent& e) override;
+  void undescribed(const UndescribedEvent& e) override;
 
   // The report of what was read; `result` says how reading ended, `source` names the input.
   nlohmann::json to_json(const ReadResult& result, const std::string& source);
@@ -81,6 +80,7 @@ class TraceReport final : public TraceVisitor {
   std::vector<Row> rows();
   Thread& thread_of(uint32_t pid, uint32_t tid) { return procs_[pid].threads[tid]; }
 
+  EventSpelling spelling_;
   std::map<std::string, NameStats> names_;
   std::map<uint32_t, Process> procs_;
   std::vector<Drop> drops_;

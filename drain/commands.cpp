@@ -1,0 +1,339 @@
+#include "drain/commands.h"
+
+#include "drain/drainer.h"
+#include "drain/resume.h"
+#include "drain/tee_sink.h"
+#include "drain/uring_writer.h"
+#include "format/binary_sink.h"
+#include "format/text_sink.h"
+#include "src/proc.h"
+
+#include <spanring/error.h>
+#include <spanring/segment.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+
+extern char** environ;
+
+namespace spanring {
+namespace {
+
+volatile sig_atomic_t g_stop_signal = 0;
+volatile pid_t g_child = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  // `run` forwards SIGINT/SIGTERM to the traced command and keeps draining until it exits.
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Idle back-off: busy while there is work, then waits doubling from 50 us to 10 ms, so an idle
+// drainer wakes ~100 times a second (well under 1% of a core) and a burst waits at most 10 ms
+// to be seen (a default ring holds thousands of records, far more than 10 ms of a busy
+// thread's spans at the rates that matter). While writes are in flight the wait is for the
+// writer to hand a buffer back, so that tails advance as soon as the bytes are in the file.
+//
+// A poll that found only a trickle (fewer than kBatchRecords) waits too, up to kTrickleMaxUs: a
+// drainer that comes straight back finds one or two records each time, burns a core the traced
+// program may need (bench_l3 saw ~4 us of drainer CPU per record that way) and keeps pulling
+// the producers' head lines to itself. A poll that finds a batch goes straight on. A rate
+// that fills a quarter ring per kTrickleMaxUs finds >= kBatchRecords on the next poll.
+constexpr uint64_t kBatchRecords = 64;
+constexpr int64_t kTrickleMaxUs = 500;
+constexpr int64_t kIdleMaxUs = 10000;
+
+class Backoff {
+ public:
+  void reset() noexcept { wait_us_ = 0; }
+  void idle(Drainer& drainer, int64_t max_us) {
+    wait_us_ = wait_us_ == 0 ? 50 : std::min<int64_t>(wait_us_ * 2, max_us);
+    if (!drainer.wait_for_write(wait_us_))
+      std::this_thread::sleep_for(std::chrono::microseconds(wait_us_));
+  }
+
+ private:
+  int64_t wait_us_ = 0;
+};
+
+std::string unique_segment_name() {
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "spanring-%d-%08x", static_cast<int>(::getpid()), rd());
+  return buf;
+}
+
+// Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
+// owner died must be freed even while other rings keep the drainer busy).
+template <class Done>
+void drain_loop(Drainer& drainer, Done&& done) {
+  Backoff backoff;
+  auto next_check = std::chrono::steady_clock::now();
+  while (!done()) {
+    const uint64_t n = drainer.poll();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_check) {
+      drainer.check_owners();
+      drainer.flush_partial();  // a trickle reaches the file within ~100 ms
+      next_check = now + std::chrono::milliseconds(100);
+    }
+    if (n >= kBatchRecords) {
+      backoff.reset();
+      continue;
+    }
+    if (n == 0) drainer.flush_partial();
+    backoff.idle(drainer, n == 0 ? kIdleMaxUs : kTrickleMaxUs);
+  }
+}
+
+void print_summary(const Drainer& d, const std::string& out, bool ok) {
+  const auto& s = d.stats();
+  std::fprintf(stderr, "spanring: wrote %llu records to %s%s\n",
+               static_cast<unsigned long long>(s.written), out.c_str(),
+               ok ? "" : " (some writes failed, see above)");
+  std::fprintf(stderr,
+               "spanring: summary: written=%llu dropped=%llu unfinished=%llu processes=%llu "
+               "threads=%llu\n",
+               static_cast<unsigned long long>(s.written),
+               static_cast<unsigned long long>(s.dropped),
+               static_cast<unsigned long long>(s.unfinished),
+               static_cast<unsigned long long>(s.processes),
+               static_cast<unsigned long long>(s.threads));
+  if (s.unwritten != 0)
+    std::fprintf(stderr, "spanring: unwritten: %llu records were drained but could not be "
+                 "written to the file (see the error above)\n",
+                 static_cast<unsigned long long>(s.unwritten));
+  if (s.corrupt_rings != 0)
+    std::fprintf(stderr, "spanring: quarantined: %llu corrupt ring(s)\n",
+                 static_cast<unsigned long long>(s.corrupt_rings));
+}
+
+// The drainer's sink: the output format, seen through a TeeSink when --also-strace asks for a
+// [STRACE] copy of the same events in a second file.
+struct SinkChoice {
+  TextSink text;
+  std::optional<BinarySink> binary;
+  std::unique_ptr<UringWriter> also_writer;
+  std::optional<TeeSink> tee;
+
+  SinkChoice(const std::string& format, const std::string& also_path, bool file_header = true,
+             uint64_t first_block = 0) {
+    if (format == "binary") binary.emplace(file_header, first_block);
+    if (!also_path.empty()) {
+      also_writer = std::make_unique<UringWriter>(also_path, 8);
+      tee.emplace(base(), *also_writer);
+    }
+  }
+  Sink& base() {
+    return binary ? static_cast<Sink&>(*binary) : static_cast<Sink&>(text);
+  }
+  Sink& sink() { return tee ? static_cast<Sink&>(*tee) : base(); }
+  // After Drainer::finish(): the --also-strace file is complete and fsynced.
+  bool finish() { return tee ? tee->finish() : true; }
+  const char* label() const {
+    return binary ? "spanring binary trace, docs/binary-format.md" : "[STRACE] text";
+  }
+};
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+}  // namespace
+
+int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
+            const SegmentOptions& opts, const std::vector<std::string>& cmd) {
+  if (out_path.empty())
+    out_path = "spanring-" + std::to_string(::getpid()) +
+               (format == "binary" ? ".sptrace" : ".strace");
+  // Output and io_uring first: if either fails, the command is not started.
+  UringWriter writer(out_path, 8);
+  SinkChoice choice(format, also_path);
+  const std::string name = unique_segment_name();
+  Segment segment = Segment::create(name, opts);
+  DrainerLock lock(segment);
+  std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
+               "with: spanring drain --segment %s -o %s%s\n",
+               name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
+               absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
+
+  // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
+  // every process that may still write into the segment.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  install_stop_handlers();
+
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "SPANRING_SEGMENT=", 17) != 0) env_storage.emplace_back(*e);
+  env_storage.push_back("SPANRING_SEGMENT=" + name);
+  std::vector<char*> envp;
+  for (auto& s : env_storage) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage(cmd);
+  std::vector<char*> argv;
+  for (auto& s : argv_storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  pid_t child = 0;
+  const int rc = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), envp.data());
+  if (rc != 0) {
+    std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));
+    Segment::remove(name);
+    return 127;
+  }
+  g_child = child;
+
+  Drainer drainer(segment, writer, choice.sink());
+  int status = 0;
+  bool child_done = false;
+  bool all_done = false;
+  drain_loop(drainer, [&] {
+    // Reap every exited descendant; stop once none is left.
+    for (;;) {
+      int st = 0;
+      const pid_t p = ::waitpid(-1, &st, WNOHANG);
+      if (p == child) {
+        status = st;
+        child_done = true;
+        g_child = 0;
+      }
+      if (p > 0) continue;
+      if (p < 0 && errno == ECHILD) all_done = true;
+      break;
+    }
+    return child_done && all_done;
+  });
+  bool ok = drainer.finish(true);
+  ok = choice.finish() && ok;
+  Segment::remove(name);
+  std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
+  print_summary(drainer, absolute(out_path), ok);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
+              const std::string& also_path) {
+  // First: a SIGTERM while we open the segment and recover the file must not kill us between
+  // recovery steps; it is seen by the drain loop, which then drains once and stops.
+  install_stop_handlers();
+  Segment segment = Segment::open(segment_name);
+  DrainerLock lock(segment);
+  // A drainer killed before us may have left a commit half done and a tail of uncommitted
+  // bytes in the file: finish the commit and keep only the committed bytes.
+  const uint64_t keep = recover(segment, out_path);
+  // A kept prefix decides the format (no --format: follow it); a file is never half text,
+  // half binary.
+  if (keep != 0) {
+    const std::string kept = kept_format(out_path);
+    if (format.empty()) format = kept;
+    if (format != kept)
+      throw Error(ErrorCode::kInvalidArgument,
+                "cannot resume " + absolute(out_path) + " as " + format +
+                    ": its committed part is " + kept + "; resume with --format " + kept +
+                    " or write another file",
+                EINVAL, out_path);
+  }
+  if (format.empty()) format = "strace";
+  // The processes already announced in the kept part (one anchor / process event per pid per
+  // file) and, for binary, the next block number.
+  KeptPrefix prefix = format == "binary" && keep != 0 ? scan_binary_prefix(out_path, keep)
+                                                       : scan_text_prefix(out_path, keep);
+  UringWriter writer(out_path, 8, keep);
+  SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq);
+  if (keep != 0)
+    std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
+                 absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
+  Drainer drainer(segment, writer, choice.sink(), keep, prefix.pids);
+  drain_loop(drainer, [] { return g_stop_signal != 0; });
+  bool ok = drainer.finish(false);
+  ok = choice.finish() && ok;
+  print_summary(drainer, absolute(out_path), ok);
+  return ok ? 0 : 1;
+}
+
+namespace {
+
+// Why a segment is still in use ("" when every process that could use it is dead).
+std::string live_user(const Segment& seg) {
+  auto alive = [](uint32_t pid, uint64_t start) {
+    return pid != 0 && start != 0 && process_start_time(pid) == start;
+  };
+  const auto& h = seg.header();
+  if (alive(h.creator_pid, h.creator_start_time))
+    return "its creator pid " + std::to_string(h.creator_pid) + " is alive";
+  const uint32_t drainer = h.drainer_pid.load(std::memory_order_acquire);
+  if (alive(drainer, h.drainer_start_time))
+    return "its drainer pid " + std::to_string(drainer) + " is alive";
+  for (uint32_t i = 0; i < seg.ring_count(); ++i) {
+    const auto& r = seg.ring(i);
+    const uint32_t state = r.state.load(std::memory_order_acquire);
+    if ((state == kRingActive || state == kRingClaiming) &&
+        alive(r.owner_pid, r.owner_start_time))
+      return "ring owner pid " + std::to_string(r.owner_pid) + " is alive";
+  }
+  return {};
+}
+
+}  // namespace
+
+int cmd_clean(bool dry_run) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    std::string why_kept;
+    try {
+      Segment seg = Segment::open(name);
+      why_kept = live_user(seg);
+    } catch (const Error& e) {
+      // Not a spanring segment at all: not ours to judge, and not worth a line.
+      if (e.code() == ErrorCode::kNotASegment) continue;
+      std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    if (!why_kept.empty()) {
+      std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), why_kept.c_str());
+      continue;
+    }
+    if (dry_run) {
+      std::fprintf(stderr, "spanring: would remove %s (no live creator, drainer or owner)\n",
+                   name.c_str());
+    } else if (Segment::remove(name)) {
+      std::fprintf(stderr, "spanring: removed %s (no live creator, drainer or owner)\n",
+                   name.c_str());
+      ++removed;
+    }
+  }
+  std::fprintf(stderr, "spanring: clean: %d segment(s) removed\n", removed);
+  return 0;
+}
+
+}  // namespace spanring

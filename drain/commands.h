@@ -1,0 +1,33 @@
+// The drainer's commands, `spanring run`, `spanring drain` and `spanring clean`, as functions
+// the CLI (drain/main.cpp) calls with its parsed arguments. Each writes its messages to stderr
+// and returns the process exit status; they install SIGINT/SIGTERM handlers and (run) make the
+// process a child subreaper, so they are for the CLI's main thread only. Errors that stop a
+// command before it drains (a segment or file that cannot be opened) are thrown as Error.
+#pragma once
+
+#include <spanring/segment.h>
+
+#include <string>
+#include <vector>
+
+namespace spanring {
+
+// Creates a segment, runs `cmd` with SPANRING_SEGMENT set and drains into `out_path` (empty:
+// spanring-<pid>.strace, or .sptrace for binary) in `format` ("strace" or "binary"), plus
+// [STRACE] text into `also_path` when not empty, until `cmd` and all its descendants exit.
+// Returns `cmd`'s exit status (128 + signal when killed, 127 when it cannot be started).
+int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
+            const SegmentOptions& opts, const std::vector<std::string>& cmd);
+
+// Attaches to segment `segment_name` and drains into `out_path` until SIGINT/SIGTERM, then
+// drains what is left. Resumes a file a killed drainer left: keeps its committed part and
+// follows its format (`format` empty: that format, else strace; a different one throws
+// Error kInvalidArgument). Returns 0, or 1 when a write failed.
+int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
+              const std::string& also_path);
+
+// Removes the segments in /dev/shm whose creator, drainer and ring owners are all dead (only
+// says so when `dry_run`); never a live one. Returns 0.
+int cmd_clean(bool dry_run);
+
+}  // namespace spanring

@@ -1,0 +1,31 @@
+// What `spanring drain` needs from the part of an output file that a killed drainer committed
+// (the prefix recover() keeps, drain/drainer.h) to append to it: its format, the pids that
+// already have their clock anchor / process event there (one per pid per file), and for a
+// binary file the next block sequence number.
+//
+// Cold path, one thread. The prefix was written by a drainer but is read back as untrusted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+
+namespace spanring {
+
+struct KeptPrefix {
+  std::unordered_set<uint32_t> pids;  // announced in the prefix
+  uint64_t next_block_seq = 0;        // binary: the first block to append; text: 0
+};
+
+// The format of the first bytes of `path`: "binary" (the binary magic) or "strace".
+std::string kept_format(const std::string& path);
+
+// The first `bytes` bytes of a binary trace at `path`. Throws Error (kCorruptFile) when they are
+// not a clean run of complete blocks, or the file cannot be read.
+KeptPrefix scan_binary_prefix(const std::string& path, uint64_t bytes);
+
+// The first `bytes` bytes of a [STRACE] text file at `path`: the pids of its [CLOCK_ANCHOR]
+// lines. A missing or unreadable file yields none (the drainer then writes every anchor again).
+KeptPrefix scan_text_prefix(const std::string& path, uint64_t bytes);
+
+}  // namespace spanring

@@ -1,0 +1,31 @@
+// Reading a binary trace (format/binary_format.h, docs/binary-format.md) back into events
+// (format/event.h). Cold path, one thread; the input is untrusted and every length is checked
+// before it is used.
+#pragma once
+
+#include "format/binary_format.h"
+#include "format/convert_io.h"
+#include "format/event_visitor.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace spanring {
+
+// Reads a binary trace from the current position of `in` (its start) to its end, delivering
+// the events of every block whose checksums and events are all well formed, in file order.
+// Spans carry their raw record (SpanEvent::record: header fields as the drainer read them,
+// slots recomputed, flags 0), unfinished spans their raw name. Never throws for the content
+// (only TraceInput's read errors and the visitor's own exceptions propagate); every problem is
+// in the result: kNotATrace (no magic), kCut (the input ends inside the file header or a
+// block: every complete block before it was delivered), kCorrupt (bad magic, version,
+// checksum, length or event: names the byte offset; earlier blocks were delivered, nothing of
+// the bad block was). `last_block_seq`, when not null, receives the last complete block's
+// sequence number (or UINT64_MAX when there was none).
+ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor,
+                             uint64_t* last_block_seq = nullptr);
+
+// True when `first_bytes` (the start of a file) begins with the binary magic. Pure.
+bool is_binary_trace(std::string_view first_bytes) noexcept;
+
+}  // namespace spanring

@@ -1,0 +1,113 @@
+#include "format/binary_sink.h"
+
+#include "format/crc32c.h"
+
+#include <cstring>
+#include <string_view>
+
+namespace spanring {
+
+
+namespace {
+
+template <class Body>
+size_t put_event(char* out, EventType type, const Body& body, std::string_view a = {},
+                 std::string_view b = {}) noexcept {
+  const EventHeader eh{static_cast<uint8_t>(type), 0,
+                       static_cast<uint16_t>(sizeof(Body) + a.size() + b.size())};
+  char* p = out;
+  std::memcpy(p, &eh, sizeof eh);
+  p += sizeof eh;
+  std::memcpy(p, &body, sizeof body);
+  p += sizeof body;
+  if (!a.empty()) std::memcpy(p, a.data(), a.size());
+  p += a.size();
+  if (!b.empty()) std::memcpy(p, b.data(), b.size());
+  p += b.size();
+  return static_cast<size_t>(p - out);
+}
+
+}  // namespace
+
+size_t BinarySink::begin_buffer(char* out) noexcept {
+  size_t at = 0;
+  if (header_pending_) {
+    // The first buffer of a new file carries the file header in front of its block.
+    FileHeader fh{};
+    std::memcpy(fh.magic, kTraceMagic, sizeof fh.magic);
+    fh.version = kTraceVersion;
+    fh.header_bytes = kFileHeaderBytes;
+    std::memcpy(out, &fh, sizeof fh);
+    at = sizeof fh;
+    header_pending_ = false;
+  }
+  // Length and CRCs are filled in by end_buffer; the sequence number is the buffer's place in
+  // the file, as the drainer submits buffers in the order it begins them.
+  BlockHeader bh{kBlockMagic, 0, next_seq_++, 0, 0};
+  std::memcpy(out + at, &bh, sizeof bh);
+  block_at_ = at;
+  return at + sizeof bh;
+}
+
+void BinarySink::end_buffer(char* buffer, size_t len) noexcept {
+  // The drainer ends the buffer it began last (one buffer is filled at a time).
+  char* h = buffer + block_at_;
+  const size_t payload = len - block_at_ - kBlockHeaderBytes;
+  BlockHeader bh;
+  std::memcpy(&bh, h, sizeof bh);
+  bh.payload_bytes = static_cast<uint32_t>(payload);  // <= the drainer's 1 MiB buffer
+  bh.payload_crc = crc32c(h + kBlockHeaderBytes, payload);
+  bh.header_crc = crc32c(&bh, offsetof(BlockHeader, header_crc));
+  std::memcpy(h, &bh, sizeof bh);
+}
+
+size_t BinarySink::process(char* out, const ProcessEvent& e) noexcept {
+  const std::string_view cmdline = e.cmdline.substr(0, kMaxCmdlineBytes);
+  const ProcessBody b{e.pid, e.tid, e.mono_ns, e.wall_ns, static_cast<uint32_t>(cmdline.size()),
+                      0};
+  return put_event(out, EventType::kProcess, b, cmdline);
+}
+
+size_t BinarySink::thread(char* out, const ThreadEvent& e) noexcept {
+  const std::string_view name = e.name.substr(0, kMaxThreadNameBytes);
+  const ThreadBody b{e.pid, e.tid, static_cast<uint32_t>(name.size()), 0};
+  return put_event(out, EventType::kThread, b, name);
+}
+
+size_t BinarySink::span(char* out, const SpanEvent& e) noexcept {
+  const RecordCopy& rec = *e.record;
+  const RecordHeader& h = rec.header;
+  // The drainer validated the copy: name_len <= kNameRawMax, attrs_len <= kAttrsRawMax.
+  const SpanBody b{e.pid, e.tid, h.seq, h.ts_ns, h.dur_ns, h.inv, h.hid, h.depth, h.name_len,
+                   h.attrs_len};
+  return put_event(out, EventType::kSpan, b, std::string_view(rec.name(), h.name_len),
+                   std::string_view(rec.attrs(), h.attrs_len));
+}
+
+size_t BinarySink::drops(char* out, const DropsEvent& e) noexcept {
+  const DropsBody b{e.pid, e.tid, e.dropped, e.first_seq, e.last_seq,
+                    static_cast<uint8_t>(e.reason), {}};
+  return put_event(out, EventType::kDrops, b);
+}
+
+size_t BinarySink::unfinished(char* out, const UnfinishedEvent& e) noexcept {
+  // The drainer passes at most kOpenNameBytes (what an OpenSpan holds).
+  std::string_view name = e.raw_name;
+  bool name_cut = e.name_cut;
+  if (name.size() > kOpenNameBytes) {
+    name = name.substr(0, kOpenNameBytes);
+    name_cut = true;
+  }
+  const UnfinishedBody b{e.pid, e.tid, e.inv, e.ts_ns, e.depth,
+                         static_cast<uint16_t>(name.size()),
+                         static_cast<uint8_t>(name_cut ? 1 : 0), 0};
+  return put_event(out, EventType::kUnfinished, b, name);
+}
+
+size_t BinarySink::undescribed(char* out, const UndescribedEvent& e) noexcept {
+  // The drainer counts at most the open spans of one thread, far below 2^32.
+  const UndescribedBody b{e.pid, e.tid, static_cast<uint32_t>(e.count), 0};
+  return put_event(out, EventType::kUndescribed, b);
+}
+
+}  // namespace spanring

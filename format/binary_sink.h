@@ -1,0 +1,41 @@
+// The binary trace format (format/binary_format.h, docs/binary-format.md) as a Sink: every
+// drainer buffer becomes one block; begin_buffer writes the (file header and) block header,
+// end_buffer fills in the payload length and both CRCs. Events are written with their raw
+// bytes, cut to the format's bounds (command line, thread name, unfinished name).
+//
+// Drain thread only, like every Sink; one buffer is open at a time (end_buffer completes the
+// buffer begin_buffer began last).
+#pragma once
+
+#include "format/binary_format.h"
+#include "format/sink.h"
+
+#include <cstdint>
+
+namespace spanring {
+
+class BinarySink final : public Sink {
+ public:
+  // `file_header`: write the file header before the first block (false when appending to a
+  // kept prefix that has one). `first_block_seq`: the first block's sequence number (a kept
+  // prefix's next one).
+  explicit BinarySink(bool file_header = true, uint64_t first_block_seq = 0) noexcept
+      : header_pending_(file_header), next_seq_(first_block_seq) {}
+
+  size_t max_event_bytes() const noexcept override { return kMaxBinaryEventBytes; }
+  size_t begin_buffer(char* out) noexcept override;
+  void end_buffer(char* buffer, size_t len) noexcept override;
+  size_t process(char* out, const ProcessEvent& e) noexcept override;
+  size_t thread(char* out, const ThreadEvent& e) noexcept override;
+  size_t span(char* out, const SpanEvent& e) noexcept override;
+  size_t drops(char* out, const DropsEvent& e) noexcept override;
+  size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override;
+  size_t undescribed(char* out, const UndescribedEvent& e) noexcept override;
+
+ private:
+  bool header_pending_;
+  uint64_t next_seq_;
+  size_t block_at_ = 0;  // where the current buffer's block header is (after a file header)
+};
+
+}  // namespace spanring

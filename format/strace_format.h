@@ -1,0 +1,47 @@
+// Formatting of drainer output lines in the [STRACE] text format (shared/strace-format.md) and
+// of spanring's own report lines, which [STRACE] parsers ignore (they hold no `[STRACE]` or
+// `[CLOCK_ANCHOR]` token).
+//
+// Each format_* function writes one complete line, LF included, at `out`, which must have room for
+// kMaxLineBytes, and returns the bytes written. No allocation, no snprintf; pure, any thread.
+#pragma once
+
+#include "format/event.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace spanring {
+
+// The longest [STRACE] line: prefix and fixed tokens with 20-digit numbers, a 64-byte name and
+// 192 bytes of attributes stay under 512 bytes (the spec keeps lines atomic for pipes).
+inline constexpr size_t kMaxLineBytes = 512;
+
+// One span record. Prefix `[mono_ns=E][T0x<P>]`: E = ts + dur (the span's end, the time the
+// original logger would have written the line), P = the tid in lowercase hex (spanring has no
+// pthread_self() of the producer; documented in docs/output.md). Name and attributes are
+// encoded from `e.record` when it is set, else written as spelled (`e.name`, `e.attrs`).
+size_t format_span(char* out, const SpanEvent& e) noexcept;
+
+// The per-process clock anchor line (the command line is not part of the text format).
+size_t format_anchor(char* out, const ProcessEvent& e) noexcept;
+
+// A loss report ([SPANRING_DROPS]; reasons as drop_reason_name() spells them).
+size_t format_drops(char* out, const DropsEvent& e) noexcept;
+
+// A span open when its owner died ([SPANRING_UNFINISHED] ... name=... reason=owner_died), and
+// the count of those too deep to describe.
+size_t format_unfinished(char* out, const UnfinishedEvent& e) noexcept;
+size_t format_undescribed(char* out, const UndescribedEvent& e) noexcept;
+
+// The [SPANRING_UNFINISHED] spelling of an open span's raw name (at most kOpenNameBytes kept
+// bytes, `cut` when the name went on): encoded unit by unit under kNameCap, `~` marking a cut
+// exactly as the [STRACE] spec does, `%3F` when no name was recorded. Writes 3..kNameCap bytes
+// at `out` (room for kNameCap) and returns how many.
+size_t encode_unfinished_name(char* out, std::string_view raw, bool cut) noexcept;
+
+// True when the raw attributes hold the token `clk=dev` (a device-clock span).
+bool is_device_span(const RecordCopy& rec) noexcept;
+
+}  // namespace spanring

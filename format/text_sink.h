@@ -1,0 +1,33 @@
+// The [STRACE] text format as a Sink (format/sink.h): one line per event through the encoders
+// of format/strace_format.h, no buffer framing, no line for thread metadata, the command line
+// left out of the anchor. The text drainer writes through it, the tee of --also-strace and
+// `spanring convert --to strace` too, so all three spell every event the same way.
+//
+// Stateless; drain thread (or any single thread) per instance, like every Sink.
+#pragma once
+
+#include "format/sink.h"
+#include "format/strace_format.h"
+
+namespace spanring {
+
+class TextSink final : public Sink {
+ public:
+  size_t max_event_bytes() const noexcept override { return kMaxLineBytes; }
+  size_t begin_buffer(char*) noexcept override { return 0; }
+  void end_buffer(char*, size_t) noexcept override {}
+  size_t process(char* out, const ProcessEvent& e) noexcept override {
+    return format_anchor(out, e);
+  }
+  size_t thread(char*, const ThreadEvent&) noexcept override { return 0; }
+  size_t span(char* out, const SpanEvent& e) noexcept override { return format_span(out, e); }
+  size_t drops(char* out, const DropsEvent& e) noexcept override { return format_drops(out, e); }
+  size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override {
+    return format_unfinished(out, e);
+  }
+  size_t undescribed(char* out, const UndescribedEvent& e) noexcept override {
+    return format_undescribed(out, e);
+  }
+};
+
+}  // namespace spanring

@@ -1,0 +1,181 @@
+// TextSink and the [STRACE] encoders (format/text_sink.h, format/strace_format.h), in process:
+// the exact line of every event, the encoding and cutting of names, both spellings of a span
+// giving one line, and every line reading back through the strict text reader
+// (format/text_reader.h) as the event it was written from.
+#include "binary/binary_util.h"
+#include "format/event_spelling.h"
+#include "format/text_reader.h"
+#include "format/text_sink.h"
+
+#include <spanring/segment_layout.h>
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace spanring;
+using binary_test::make_record;
+
+namespace {
+
+template <class Event>
+std::string line_of(const Event& e, size_t (Sink::*method)(char*, const Event&) noexcept) {
+  TextSink sink;
+  char out[kMaxLineBytes] = {};
+  return std::string(out, (sink.*method)(out, e));
+}
+
+std::string span_line(const SpanEvent& e) { return line_of(e, &Sink::span); }
+
+std::string unfinished_name(std::string_view raw, bool cut) {
+  char out[kNameCap];
+  return std::string(out, encode_unfinished_name(out, raw, cut));
+}
+
+// Every event of a text, with its spelling, as comparable strings.
+struct Lines final : EventVisitor {
+  std::vector<std::string> got;
+  EventSpelling spelling;
+  void process(const ProcessEvent& e) override {
+    got.push_back("process " + std::to_string(e.pid) + " " + std::to_string(e.mono_ns) + " " +
+                  std::to_string(e.wall_ns));
+  }
+  void span(const SpanEvent& e) override {
+    const EventSpelling::Span s = spelling.span(e);
+    got.push_back("span " + std::to_string(e.pid) + " " + std::to_string(e.tid) + " " +
+                  std::to_string(e.ts_ns) + " " + std::to_string(e.dur_ns) + " " +
+                  std::to_string(e.inv) + " " + std::to_string(e.hid) + " " +
+                  std::to_string(e.depth) + " " + std::string(s.name) + " [" +
+                  std::string(s.attrs) + "] " + (s.device ? "dev" : "host"));
+  }
+  void drops(const DropsEvent& e) override {
+    got.push_back("drops " + std::to_string(e.dropped) + " " + drop_reason_name(e.reason));
+  }
+  void unfinished(const UnfinishedEvent& e) override {
+    got.push_back("unfinished " + std::string(spelling.unfinished_name(e)));
+  }
+  void undescribed(const UndescribedEvent& e) override {
+    got.push_back("undescribed " + std::to_string(e.count));
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("unit") {
+
+TEST_CASE("a span record is one [STRACE] line with the end time in its prefix") {
+  const RecordCopy rec = make_record(7, 1000, 234, 3, 0xab, 2, "l3.run", "k=v clk=dev");
+  CHECK(span_line(SpanEvent::of(10, 11, rec)) ==
+        "[mono_ns=1234][T0xb][TIMING] emit_host_span: [STRACE] v=1 pid=10 tid=11 inv=3 hid=ab "
+        "depth=2 name=l3.run ts=1000 dur=234 k=v clk=dev\n");
+  // No attributes: the separating space stays, the line ends `dur=<n> `.
+  const RecordCopy bare = make_record(0, 5, 0, 0, 0, 0, "x", "");
+  CHECK(span_line(SpanEvent::of(1, 1, bare)) ==
+        "[mono_ns=5][T0x1][TIMING] emit_host_span: [STRACE] v=1 pid=1 tid=1 inv=0 hid=0 depth=0 "
+        "name=x ts=5 dur=0 \n");
+}
+
+TEST_CASE("raw names and attributes are encoded; a spelled span is written as spelled") {
+  const RecordCopy rec = make_record(0, 1, 1, 0, 0, 0, "a b[=]%", "k=v w\tx");
+  const std::string from_raw = span_line(SpanEvent::of(1, 2, rec));
+  CHECK(from_raw.find(" name=a%20b%5B%3D%5D%25 ") != std::string::npos);
+  CHECK(from_raw.find(" dur=1 k=v w%09x\n") != std::string::npos);
+
+  // The same span as the text reader delivers it (no record, its encoded spelling).
+  EventSpelling spelling;
+  const SpanEvent raw = SpanEvent::of(1, 2, rec);
+  const EventSpelling::Span s = spelling.span(raw);
+  SpanEvent spelled = raw;
+  spelled.record = nullptr;
+  spelled.name = s.name;
+  spelled.attrs = s.attrs;
+  CHECK(span_line(spelled) == from_raw);
+}
+
+TEST_CASE("the longest span line fits max_event_bytes") {
+  TextSink sink;
+  // Every raw byte escaped (3 encoded bytes), past both caps: the encoder cuts at the cap.
+  const RecordCopy rec = make_record(UINT64_MAX, UINT64_MAX / 2, UINT64_MAX / 2, UINT64_MAX,
+                                     UINT64_MAX, UINT32_MAX, std::string(kNameRawMax, '['),
+                                     std::string(kAttrsRawMax, ']'));
+  const std::string l = span_line(SpanEvent::of(UINT32_MAX, UINT32_MAX, rec));
+  CHECK(l.size() <= sink.max_event_bytes());
+  CHECK(l.back() == '\n');
+  CHECK(l.find("name=%5B") != std::string::npos);
+}
+
+TEST_CASE("anchor, drops and undescribed lines; threads have no line") {
+  CHECK(line_of(ProcessEvent{42, 43, 100, 200, std::string_view("app\0-x", 6)},
+                &Sink::process) ==
+        "[mono_ns=100][T0x2b][TIMING] clock_anchor: [CLOCK_ANCHOR] v=1 pid=42 mono_ns=100 "
+        "wall_ns=200\n");
+  CHECK(line_of(ThreadEvent{42, 43, "worker"}, &Sink::thread).empty());
+  CHECK(line_of(DropsEvent{1, 2, 5, 10, 14, DropReason::kRingFull}, &Sink::drops) ==
+        "[SPANRING_DROPS] v=1 pid=1 tid=2 dropped=5 first_seq=10 last_seq=14 reason=ring_full\n");
+  const std::pair<DropReason, const char*> reasons[] = {
+      {DropReason::kRingFull, "ring_full"}, {DropReason::kInvalid, "invalid"},
+      {DropReason::kNoRing, "no_ring"},     {DropReason::kCorrupt, "corrupt"},
+      {DropReason::kVfork, "vfork"},        {DropReason::kReentrant, "reentrant"}};
+  for (const auto& [reason, name] : reasons) {
+    const std::string l = line_of(DropsEvent{0, 0, 1, 0, 0, reason}, &Sink::drops);
+    const std::string tail = " reason=" + std::string(name) + "\n";
+    CHECK(l.substr(l.size() - tail.size()) == tail);
+  }
+  CHECK(line_of(UndescribedEvent{1, 2, 3}, &Sink::undescribed) ==
+        "[SPANRING_UNFINISHED] v=1 pid=1 tid=2 undescribed=3 reason=owner_died_deeper_than_" +
+            std::to_string(kOpenSpanMax) + "\n");
+}
+
+TEST_CASE("an unfinished span's name: encoded, cut with ~ at the cap, %3F when none") {
+  CHECK(line_of(UnfinishedEvent{1, 2, 9, 0, 77, "chip.run", false, {}}, &Sink::unfinished) ==
+        "[SPANRING_UNFINISHED] v=1 pid=1 tid=2 inv=9 depth=0 name=chip.run ts=77 "
+        "reason=owner_died\n");
+  CHECK(unfinished_name("a b", false) == "a%20b");
+  CHECK(unfinished_name("abc", true) == "abc~");     // the ring's copy stopped, the name went on
+  CHECK(unfinished_name("", false) == "%3F");
+  CHECK(unfinished_name("", true) == "~");
+  CHECK(unfinished_name(std::string_view("ab\0cd", 5), false) == "ab");  // NUL ends the name
+  // 64 one-byte units fill the cap; the 65th does not fit: the last unit gives way to `~`.
+  CHECK(unfinished_name(std::string(70, 'a'), false) == std::string(63, 'a') + "~");
+  // 21 three-byte units make 63 bytes; the 22nd does not fit: `~` fills the 64th byte.
+  std::string escaped;
+  for (int i = 0; i < 21; ++i) escaped += "%5B";
+  CHECK(unfinished_name(std::string(30, '['), false) == escaped + "~");
+  // A spelled name (from text) is written as it stands.
+  CHECK(line_of(UnfinishedEvent{1, 2, 9, 0, 77, {}, false, "x~"}, &Sink::unfinished)
+            .find(" name=x~ ") != std::string::npos);
+}
+
+TEST_CASE("every line TextSink writes reads back as the event it was written from") {
+  const RecordCopy host = make_record(0, 1000, 50, 1, 0x9f, 0, "l3 run", "n=1 s=a%b");
+  const RecordCopy dev = make_record(1, 20, 5, 1, 0, 1, "chip.dev", "clk=dev q=2");
+  TextSink sink;
+  std::string text;
+  char out[kMaxLineBytes];
+  text.append(out, sink.process(out, ProcessEvent{4200, 4200, 900, 123456, "app"}));
+  text.append(out, sink.thread(out, ThreadEvent{4200, 4201, "w"}));
+  text.append(out, sink.span(out, SpanEvent::of(4200, 4201, host)));
+  text.append(out, sink.span(out, SpanEvent::of(4200, 4201, dev)));
+  text.append(out, sink.drops(out, DropsEvent{4200, 4201, 2, 2, 3, DropReason::kVfork}));
+  text.append(out, sink.unfinished(out, UnfinishedEvent{4200, 4201, 1, 0, 1500, "", true, {}}));
+  text.append(out, sink.undescribed(out, UndescribedEvent{4200, 4201, 4}));
+
+  TraceInput in = TraceInput::memory(text, "text");
+  Lines lines;
+  const ReadResult r = read_strace_text(in, lines);
+  INFO(r.message);
+  CHECK(r.status == ReadResult::Status::kComplete);
+  CHECK(r.events == 6);  // the thread event has no line
+  const std::vector<std::string> want = {
+      "process 4200 900 123456",
+      "span 4200 4201 1000 50 1 159 0 l3%20run [n=1 s=a%25b] host",
+      "span 4200 4201 20 5 1 0 1 chip.dev [clk=dev q=2] dev",
+      "drops 2 vfork",
+      "unfinished ~",
+      "undescribed 4",
+  };
+  CHECK(lines.got == want);
+}
+
+}  // TEST_SUITE("unit")
