@@ -12,10 +12,8 @@
 // ("Encoding of name and attrs", "Truncation"), not from src/encode.cpp.
 #pragma once
 
-#include "mp_util.h"
 #include "strace_parser.h"
-
-#include <nlohmann/json.hpp>
+#include "traced_run.h"
 
 #include <cstdint>
 #include <functional>
@@ -99,9 +97,6 @@ std::vector<std::string> invariant_problems(const TraceFacts& facts, const Summa
 
 // "" when empty, else the problems, one per line (at most `max`, then how many more).
 std::string describe(const std::vector<std::string>& problems, size_t max = 15);
-
-// One JSON object per line, as the emitters write them.
-std::vector<nlohmann::json> read_jsonl(const std::string& path);
 
 // The pid of `spanring run` from its stderr line `spanring: segment spanring-<pid>-<hex> ...`.
 std::optional<uint64_t> spanring_pid(const std::string& stderr_text);
