@@ -162,6 +162,11 @@ RunResult run_process(const std::vector<std::string>& argv, int timeout_s) {
   return result;
 }
 
+bool stress() {
+  const char* s = std::getenv("SPANRING_STRESS");
+  return s != nullptr && std::string(s) == "1";
+}
+
 std::string exe_from_env(const char* var) {
   const char* p = std::getenv(var);
   REQUIRE_MESSAGE((p != nullptr && *p != '\0'), std::string(var),

@@ -51,6 +51,10 @@ struct RunResult {
 // drainer's naming scheme in drain/main.cpp).
 RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 40);
 
+// True in the stress variant of a test: SPANRING_STRESS=1, which tests/meson.build sets on the
+// tests it registers with -Dstress=true.
+bool stress();
+
 // The path in environment variable `var` (set by tests/meson.build); fails the test when unset
 // or not an executable file.
 std::string exe_from_env(const char* var);

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -19,13 +18,6 @@
 using namespace spanring_test;
 
 namespace {
-
-// SPANRING_STRESS=1 (the stress variant registered by `-Dstress=true`): far more records than a
-// default ring holds, so drops are expected and must be accounted exactly, thread by thread.
-bool stress() {
-  const char* s = std::getenv("SPANRING_STRESS");
-  return s != nullptr && std::string(s) == "1";
-}
 
 std::optional<uint64_t> seq_of(const SpanLine& s) {
   const auto v = attr_value(s.attrs, "seq");
@@ -43,6 +35,8 @@ TEST_SUITE("mp") {
 TEST_CASE("spans forked from a non-main thread carry the child's pid and never share a ring") {
   TempDir tmp;
   std::vector<std::string> emitter_args;
+  // The stress variant: far more records than a default ring holds, so drops are expected and
+  // must be accounted exactly, thread by thread.
   if (stress()) {
     emitter_args = {"--children", "8", "--child-spans", "20000", "--parent-cap", "200000",
                     "--tight", "1"};

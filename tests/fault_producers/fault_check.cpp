@@ -5,7 +5,6 @@
 
 #include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -400,11 +399,6 @@ std::string spec_encode(std::string_view raw, bool is_name, bool went_on) {
     out += '~';
   }
   return out;
-}
-
-bool stress() {
-  const char* s = std::getenv("SPANRING_STRESS");
-  return s != nullptr && std::string(s) == "1";
 }
 
 }  // namespace fault

@@ -30,6 +30,7 @@ namespace fault {
 using spanring_test::AnchorLine;
 using spanring_test::DropsLine;
 using spanring_test::SpanLine;
+using spanring_test::stress;
 using spanring_test::Summary;
 
 using Owner = std::pair<uint64_t, uint64_t>;  // (pid, tid)
@@ -111,8 +112,5 @@ std::optional<uint64_t> attr_u64(const SpanLine& span, std::string_view key);
 // then `~` is appended. `went_on`: `raw` is only a prefix of the input, which continued (the
 // producer kept only those bytes): the output is cut as if the next unit did not fit.
 std::string spec_encode(std::string_view raw, bool is_name, bool went_on = false);
-
-// The SPANRING_STRESS=1 variant (registered with -Dstress=true).
-bool stress();
 
 }  // namespace fault
