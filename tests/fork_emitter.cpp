@@ -162,7 +162,7 @@ void parent_thread(int index, const Options& o, Shared& sh) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"fork_emitter: fork from a non-main thread while others emit (tests/test_mp_fork.cpp)"};
+  CLI::App app{"fork_emitter: fork from a non-main thread while others emit"};
   app.add_option("--out", o.out, "JSON file (one line)")->required();
   app.add_option("--children", o.children, "children to fork")->check(CLI::PositiveNumber);
   app.add_option("--child-spans", o.child_spans, "spans per child thread");

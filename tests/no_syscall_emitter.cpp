@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   uint64_t count = 100000;
   std::string report_option;
   bool call_getpid = false;
-  CLI::App app{"no_syscall_emitter: spans without a syscall under seccomp (tests/test_no_syscall.cpp)"};
+  CLI::App app{"no_syscall_emitter: spans without a single syscall, under seccomp"};
   app.add_option("--count", count, "spans after the first record");
   app.add_option("--report", report_option, "file to map and report into");
   app.add_flag("--call-getpid", call_getpid, "one getpid after the filter (the control)");

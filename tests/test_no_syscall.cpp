@@ -173,7 +173,8 @@ TEST_CASE("with a ring that holds every record, all 100,001 are written and none
   // 2^18 slots; every record here takes 2 (name + attributes <= 76 raw bytes), so 200,002
   // slots: the ring cannot fill however slowly the drainer runs.
   TempDir tmp;
-  const NoSyscallRun e = run_no_syscall_emitter(tmp, {"--rings", "2", "--ring-records", "262144"}, {});
+  const NoSyscallRun e =
+      run_no_syscall_emitter(tmp, {"--rings", "2", "--ring-records", "262144"}, {});
   INFO("spanring run: ", e.run.describe());
   INFO("emitter: ", describe(e.report));
   REQUIRE(e.run.exit_code == 0);

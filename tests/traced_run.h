@@ -1,8 +1,9 @@
 // Running a program under `spanring run` and collecting what the multi-process tests look at
 // afterwards: the run's status and stderr, its summary line, and (for the test emitters) the
-// JSON lines in which an emitter says what it emitted. Every mp, fault and binary test that
-// traces a program to its end goes through here, so the command line and the checks that every
-// such run must pass are written once.
+// JSON lines in which an emitter says what it emitted. The tests that trace a program to its
+// end use these, so the command line and the checks that every such run must pass are
+// written once. (A drainer that the test stops, kills or starves while it runs is started with
+// fault_util.h's BackgroundDrainer instead.)
 #pragma once
 
 #include "mp_util.h"

@@ -264,7 +264,8 @@ BackgroundDrainer::BackgroundDrainer(const SpawnOptions& options, double timeout
         return s.has_value();
       },
       timeout_s);
-  REQUIRE_MESSAGE(started, options.argv[0], " never printed its segment (`spanring: segment NAME`) in ", timeout_s,
+  REQUIRE_MESSAGE(started, options.argv[0],
+                  " never printed its segment (`spanring: segment NAME`) in ", timeout_s,
                   " s; stderr:\n", slurp(options.stderr_path));
 }
 
