@@ -326,7 +326,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid});
       stats_.dropped += 1;
     } else if (h.flags & kRecordReentrant) {
-      seqs = h.dur_ns;  // 1..kReentrantMarkerMax, checked by read_record
+      seqs = h.dur_ns;  // 1..kReentrantMarkerMax, checked by RingReader::read
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1,
                                        DropReason::kReentrant});
       stats_.dropped += seqs;

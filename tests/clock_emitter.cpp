@@ -6,8 +6,10 @@
 // busy-waits i % 7 us; after = now_ns(); then sleeps G us. The spans are spread over N * G us,
 // so the drainer converts TSC times across many of its clock samples. Half of them run in a
 // forked child (the child keeps its parent's clock anchor). JSON, one line per process:
-// {"pid": P, "first": i0, "before": [...], "after": [...]}. Exit 0; 2 on bad usage.
+// {"pid": P, "first": i0, "before": [...], "after": [...]}. Exit 0; CLI11's code on bad usage.
 #include <spanring/span.h>
+
+#include <CLI/CLI.hpp>
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -54,27 +56,22 @@ void run(const char* out, uint64_t first, uint64_t count, uint64_t gap_us) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* out = nullptr;
-  uint64_t spans = 200, gap_us = 5000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--out") out = argv[i + 1];
-    else if (a == "--spans") spans = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--gap-us") gap_us = std::strtoull(argv[i + 1], nullptr, 10);
-    else out = nullptr, i = argc;
-  }
-  if (out == nullptr || argc % 2 == 0) {
-    std::fprintf(stderr, "usage: %s --out FILE.json [--spans N] [--gap-us G]\n", argv[0]);
-    return 2;
-  }
+  std::string out;
+  uint64_t spans = 200;
+  uint64_t gap_us = 5000;
+  CLI::App app{"clock_emitter: spans bracketed by CLOCK_MONOTONIC reads (tests/test_mp_clock.cpp)"};
+  app.add_option("--out", out, "JSON lines file, one line per process")->required();
+  app.add_option("--spans", spans, "spans in all, half of them in a forked child");
+  app.add_option("--gap-us", gap_us, "sleep between spans, us");
+  CLI11_PARSE(app, argc, argv);
   const uint64_t half = spans / 2;
   const pid_t child = ::fork();
   if (child == 0) {
-    run(out, half, spans - half, gap_us);
+    run(out.c_str(), half, spans - half, gap_us);
     std::fflush(nullptr);
     ::_exit(0);
   }
-  run(out, 0, half, gap_us);
+  run(out.c_str(), 0, half, gap_us);
   int status = 0;
   if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
       WEXITSTATUS(status) != 0)

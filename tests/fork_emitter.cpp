@@ -17,11 +17,14 @@
 //    "counts": {"fork.parent.t0": n0, ..., "fork.child": K*3*N},
 //    "parent_tids": {"fork.parent.t0": tid0, ...}}
 // --tight 1: no pauses at all (the stress variant: rings overflow and drops must be accounted).
-// Exit status 0 when every child exited 0 and the file was written, else 1 (2: bad usage).
+// Exit status 0 when every child exited 0 and the file was written, else 1 (CLI11's code on
+// bad usage).
 //
 // Record size: name `fork.parent.t0` (14 bytes) + `seq=1499` (8 bytes) = 22 raw bytes, more
 // than the 12 inline payload bytes, so 2 slots (segment_layout.h, record_slots()).
 #include <spanring/span.h>
+
+#include <CLI/CLI.hpp>
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -155,39 +158,17 @@ void parent_thread(int index, const Options& o, Shared& sh) {
   sh.counts[index] = n;
 }
 
-bool parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (a == "--out") {
-      o.out = v;
-    } else if (a == "--children") {
-      o.children = std::atoi(v);
-    } else if (a == "--child-spans") {
-      o.child_spans = std::strtoull(v, nullptr, 10);
-    } else if (a == "--parent-cap") {
-      o.parent_cap = std::strtoull(v, nullptr, 10);
-    } else if (a == "--tight") {
-      o.tight = std::string(v) == "1";
-    } else {
-      return false;
-    }
-  }
-  return !o.out.empty() && o.children > 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse_args(argc, argv, o)) {
-    std::fprintf(stderr,
-                 "usage: %s --out FILE.json [--children K] [--child-spans N] [--parent-cap M] "
-                 "[--tight 1]\n",
-                 argv[0]);
-    return 2;
-  }
+  CLI::App app{"fork_emitter: fork from a non-main thread while others emit"};
+  app.add_option("--out", o.out, "JSON file (one line)")->required();
+  app.add_option("--children", o.children, "children to fork")->check(CLI::PositiveNumber);
+  app.add_option("--child-spans", o.child_spans, "spans per child thread");
+  app.add_option("--parent-cap", o.parent_cap, "at most this many spans per parent thread");
+  app.add_option("--tight", o.tight, "1: no pause between spans");
+  CLI11_PARSE(app, argc, argv);
   g_tight = o.tight;
   Shared sh;
   std::vector<std::thread> threads;

@@ -162,6 +162,11 @@ RunResult run_process(const std::vector<std::string>& argv, int timeout_s) {
   return result;
 }
 
+bool stress() {
+  const char* s = std::getenv("SPANRING_STRESS");
+  return s != nullptr && std::string(s) == "1";
+}
+
 std::string exe_from_env(const char* var) {
   const char* p = std::getenv(var);
   REQUIRE_MESSAGE((p != nullptr && *p != '\0'), std::string(var),
@@ -192,17 +197,17 @@ bool read_kv(const std::string& s, size_t& pos, const std::string& key, uint64_t
   return pos > start;
 }
 
-std::vector<std::string> lines_starting(const std::string& text, const std::string& start) {
+}  // namespace
+
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
   std::vector<std::string> found;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(start, 0) == 0) found.push_back(line);
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
   }
   return found;
 }
-
-}  // namespace
 
 std::optional<Summary> parse_summary(const std::string& stderr_text) {
   const auto lines = lines_starting(stderr_text, "spanring: summary: ");
@@ -239,6 +244,15 @@ std::optional<std::pair<uint64_t, std::string>> parse_wrote(const std::string& s
   while (pos < l.size() && l[pos] >= '0' && l[pos] <= '9') n = n * 10 + (l[pos++] - '0');
   if (pos == start || l.compare(pos, 12, " records to ") != 0) return std::nullopt;
   return std::make_pair(n, l.substr(pos + 12));
+}
+
+std::optional<std::string> segment_from_stderr(const std::string& stderr_text) {
+  const auto lines = lines_starting(stderr_text, "spanring: segment ");
+  if (lines.empty()) return std::nullopt;
+  const std::string rest = lines[0].substr(std::strlen("spanring: segment "));
+  const size_t end = rest.find(' ');
+  if (end == 0 || end == std::string::npos) return std::nullopt;
+  return rest.substr(0, end);
 }
 
 std::set<uint64_t> Trace::pids_with_name_prefix(const std::string& prefix) const {

@@ -1,6 +1,7 @@
 // Helpers shared by the multi-process tests (suite 'mp'): a fresh temporary directory, running a
 // program with its stdout and stderr captured (posix_spawn, own process group, a deadline), the
-// two stderr lines of `spanring run`, and the checks that every trace file must pass.
+// stderr lines of `spanring run`, and the checks that every trace file must pass. Running a
+// program under `spanring run` is traced_run.h.
 #pragma once
 
 #include "strace_parser.h"
@@ -50,6 +51,10 @@ struct RunResult {
 // drainer's naming scheme in drain/main.cpp).
 RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 40);
 
+// True in the stress variant of a test: SPANRING_STRESS=1, which tests/meson.build sets on the
+// tests it registers with -Dstress=true.
+bool stress();
+
 // The path in environment variable `var` (set by tests/meson.build); fails the test when unset
 // or not an executable file.
 std::string exe_from_env(const char* var);
@@ -70,6 +75,13 @@ std::optional<Summary> parse_summary(const std::string& stderr_text);
 
 // `spanring: wrote N records to PATH`: (N, PATH), or nullopt.
 std::optional<std::pair<uint64_t, std::string>> parse_wrote(const std::string& stderr_text);
+
+// NAME from the first line `spanring: segment NAME (...` (the line `spanring run` and
+// `spanring drain` print when they start), or nullopt.
+std::optional<std::string> segment_from_stderr(const std::string& stderr_text);
+
+// Lines of `text` that start with `prefix`, without their LF.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix);
 
 // A parsed trace file with the per-pid facts the tests need.
 struct Trace {

@@ -21,6 +21,8 @@
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
+#include <CLI/CLI.hpp>
+
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -118,21 +120,14 @@ int install_filter() {
 
 int main(int argc, char** argv) {
   uint64_t count = 100000;
-  const char* report_path = nullptr;
+  std::string report_option;
   bool call_getpid = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--count" && i + 1 < argc) {
-      count = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--report" && i + 1 < argc) {
-      report_path = argv[++i];
-    } else if (a == "--call-getpid") {
-      call_getpid = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--count N] [--report FILE] [--call-getpid]\n", argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app{"no_syscall_emitter: spans without a single syscall, under seccomp"};
+  app.add_option("--count", count, "spans after the first record");
+  app.add_option("--report", report_option, "file to map and report into");
+  app.add_flag("--call-getpid", call_getpid, "one getpid after the filter (the control)");
+  CLI11_PARSE(app, argc, argv);
+  const char* report_path = report_option.empty() ? nullptr : report_option.c_str();
   if (spanring_enabled() == 0) {
     std::fprintf(stderr, "no_syscall_emitter: tracing is off (run it under `spanring run`)\n");
     return 3;

@@ -4,13 +4,13 @@
 // SPANRING_CLOCK=monotonic makes the producer read CLOCK_MONOTONIC, which must be exact.
 #include "mp_util.h"
 #include "strace_parser.h"
+#include "traced_run.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
 
@@ -22,30 +22,18 @@ namespace {
 // Runs the emitter and checks every span; returns the largest distance (ns) by which a span
 // end or start fell outside its bracket (0 when all are inside).
 int64_t run_and_check(const char* clock) {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("CLOCK_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string json_path = tmp.file("emitted.json");
   if (clock != nullptr) ::setenv("SPANRING_CLOCK", clock, 1);
   else ::unsetenv("SPANRING_CLOCK");
-  const RunResult run = run_process(
-      {spanring, "run", "-o", out, "--", emitter, "--out", json_path, "--spans", "300",
-       "--gap-us", "3000"},
-      50);
+  const EmitterRun e =
+      run_emitter(tmp, "CLOCK_EMITTER", {}, {"--spans", "300", "--gap-us", "3000"}, 50);
   ::unsetenv("SPANRING_CLOCK");
-  INFO("spanring run: ", run.describe());
-  REQUIRE(run.exit_code == 0);
-  const Trace trace = load_trace(out);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  check_trace_invariants(trace, *summary, run.err, out);
+  INFO("spanring run: ", e.run.describe());
+  const Trace trace = load_trace(e.out);
+  check_trace_invariants(trace, e.summary, e.run.err, e.out);
 
   std::map<uint64_t, std::pair<int64_t, int64_t>> bracket;  // i -> (before, after)
-  std::ifstream in(json_path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const json j = json::parse(line);
+  for (const json& j : e.emitted) {
     const uint64_t first = j.at("first");
     for (size_t k = 0; k < j.at("before").size(); ++k)
       bracket[first + k] = {j.at("before")[k].get<int64_t>(), j.at("after")[k].get<int64_t>()};

@@ -4,12 +4,12 @@
 // reconcile exactly with what the emitter says it emitted.
 #include "mp_util.h"
 #include "strace_parser.h"
+#include "traced_run.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <charconv>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -18,13 +18,6 @@
 using namespace spanring_test;
 
 namespace {
-
-// SPANRING_STRESS=1 (the stress variant registered by `-Dstress=true`): far more records than a
-// default ring holds, so drops are expected and must be accounted exactly, thread by thread.
-bool stress() {
-  const char* s = std::getenv("SPANRING_STRESS");
-  return s != nullptr && std::string(s) == "1";
-}
 
 std::optional<uint64_t> seq_of(const SpanLine& s) {
   const auto v = attr_value(s.attrs, "seq");
@@ -40,31 +33,24 @@ std::optional<uint64_t> seq_of(const SpanLine& s) {
 TEST_SUITE("mp") {
 
 TEST_CASE("spans forked from a non-main thread carry the child's pid and never share a ring") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FORK_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string json_path = tmp.file("emitted.json");
-
-  std::vector<std::string> argv = {spanring, "run", "-o", out, "--", emitter, "--out", json_path};
+  std::vector<std::string> emitter_args;
+  // The stress variant: far more records than a default ring holds, so drops are expected and
+  // must be accounted exactly, thread by thread.
   if (stress()) {
-    for (const char* a :
-         {"--children", "8", "--child-spans", "20000", "--parent-cap", "200000", "--tight", "1"}) {
-      argv.emplace_back(a);
-    }
+    emitter_args = {"--children", "8", "--child-spans", "20000", "--parent-cap", "200000",
+                    "--tight", "1"};
   }
-  const RunResult run = run_process(argv, stress() ? 240 : 40);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
+  const EmitterRun e = run_emitter(tmp, "FORK_EMITTER", {}, emitter_args, stress() ? 240 : 40);
+  INFO("spanring run: ", e.run.describe());
+  const Summary& summary = e.summary;
+  const std::string& out = e.out;
   const Trace trace = load_trace(out);
-  check_trace_invariants(trace, *summary, run.err, out);
-  CHECK(summary->unfinished == 0);
+  check_trace_invariants(trace, summary, e.run.err, out);
+  CHECK(summary.unfinished == 0);
 
-  const nlohmann::json emitted = nlohmann::json::parse(read_file(json_path));
+  REQUIRE(e.emitted.size() == 1);
+  const nlohmann::json& emitted = e.emitted[0];
   const uint64_t parent_pid = emitted.at("parent_pid").get<uint64_t>();
   std::set<uint64_t> child_pids;
   for (const auto& p : emitted.at("child_pids")) child_pids.insert(p.get<uint64_t>());
@@ -161,11 +147,11 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
   for (const auto& [name, count] : emitted.at("counts").items()) {
     emitted_total += count.get<uint64_t>();
   }
-  CHECK_MESSAGE(summary->written + summary->dropped == emitted_total, "written ", summary->written,
-                " + dropped ", summary->dropped, " != emitted ", emitted_total);
+  CHECK_MESSAGE(summary.written + summary.dropped == emitted_total, "written ", summary.written,
+                " + dropped ", summary.dropped, " != emitted ", emitted_total);
   if (!stress()) {
     // Default sizes: no thread emits more than a ring holds, so nothing may be lost.
-    CHECK_MESSAGE(summary->dropped == 0, "the drainer reported ", summary->dropped,
+    CHECK_MESSAGE(summary.dropped == 0, "the drainer reported ", summary.dropped,
                   " dropped records, but no thread "
                   "of the emitter publishes more than 3000 of its ring's 4096 slots: a drop "
                   "here is a spanring bug (see the [SPANRING_DROPS] lines in ",

@@ -3,6 +3,7 @@
 // suite's own strict parser and hold exactly the spans the demo says it emitted.
 #include "mp_util.h"
 #include "strace_parser.h"
+#include "traced_run.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -16,28 +17,24 @@ using namespace spanring_test;
 TEST_SUITE("mp") {
 
 TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
   const std::string demo = exe_from_env("L3_DEMO");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
   const std::string exp = tmp.file("exp.json");
 
-  const RunResult run = run_process({spanring, "run", "-o", out, "--", demo, "--rounds", "3",
-                                     "--tasks", "16", "--children", "2", "--expect", exp});
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const Trace trace = load_trace(out);
-  check_trace_invariants(trace, *summary, run.err, out);
+  const TracedRun t = run_traced(tmp.file("out.strace"), {},
+                                 {demo, "--rounds", "3", "--tasks", "16", "--children", "2",
+                                  "--expect", exp},
+                                 40);
+  INFO("spanring run: ", t.run.describe());
+  const Summary& summary = t.summary;
+  const Trace trace = load_trace(t.out);
+  check_trace_invariants(trace, summary, t.run.err, t.out);
 
   // A run this small must lose nothing: every ring is far larger than what one thread emits.
-  CHECK_MESSAGE(summary->dropped == 0, "the drainer reported ", summary->dropped,
+  CHECK_MESSAGE(summary.dropped == 0, "the drainer reported ", summary.dropped,
                 " dropped records for a run of a few hundred spans at default sizes");
   CHECK_MESSAGE(trace.drops.empty(), trace.drops.size(), " [SPANRING_DROPS] line(s)");
-  CHECK(summary->unfinished == 0);
+  CHECK(summary.unfinished == 0);
 
   // Per-name counts equal the demo's own exactly: no name missing, none extra.
   const nlohmann::json expected = nlohmann::json::parse(read_file(exp));

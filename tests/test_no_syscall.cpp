@@ -8,6 +8,7 @@
 // program exits 77, which meson reports as skipped.
 #include "mp_util.h"
 #include "strace_parser.h"
+#include "traced_run.h"
 
 #include <doctest/doctest.h>
 
@@ -84,24 +85,23 @@ std::string describe(const Report& r) {
          "; spans emitted: " + std::to_string(r.emitted);
 }
 
-struct EmitterRun {
+struct NoSyscallRun {
   RunResult run;
   Report report{};
   std::string out;
 };
 
-EmitterRun run_emitter(const TempDir& tmp, std::vector<std::string> spanring_options,
-                       std::vector<std::string> emitter_options) {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("NO_SYSCALL_EMITTER");
-  EmitterRun e;
+NoSyscallRun run_no_syscall_emitter(const TempDir& tmp,
+                                    const std::vector<std::string>& spanring_options,
+                                    const std::vector<std::string>& emitter_options) {
+  NoSyscallRun e;
   e.out = tmp.file("out.strace");
   const std::string report = tmp.file("report.bin");
-  std::vector<std::string> argv = {spanring, "run", "-o", e.out};
-  argv.insert(argv.end(), spanring_options.begin(), spanring_options.end());
-  argv.insert(argv.end(), {"--", emitter, "--count", std::to_string(kSpans), "--report", report});
-  argv.insert(argv.end(), emitter_options.begin(), emitter_options.end());
-  e.run = run_process(argv, 20);  // each run takes ~1 s; three runs fit meson's timeout
+  std::vector<std::string> command = {exe_from_env("NO_SYSCALL_EMITTER"), "--count",
+                                      std::to_string(kSpans), "--report", report};
+  command.insert(command.end(), emitter_options.begin(), emitter_options.end());
+  // Not run_traced: one case expects exit 1, and exit 77 means skip.
+  e.run = spanring_run(e.out, spanring_options, command, 20);  // ~1 s each; 3 fit meson's timeout
   REQUIRE_FALSE_MESSAGE(e.run.timed_out, e.run.describe());
   if (e.run.exit_code == kExitSkip) {
     std::fprintf(stderr,
@@ -116,7 +116,7 @@ EmitterRun run_emitter(const TempDir& tmp, std::vector<std::string> spanring_opt
 }
 
 // The trace holds written + dropped == kRecords for exactly one pid, the emitter's.
-void check_emitter_trace(const EmitterRun& e, bool allow_drops) {
+void check_emitter_trace(const NoSyscallRun& e, bool allow_drops) {
   const std::optional<Summary> summary = parse_summary(e.run.err);
   REQUIRE(summary.has_value());
   const Trace trace = load_trace(e.out);
@@ -158,7 +158,7 @@ TEST_CASE("after its first record a thread emits 100,000 spans without a single 
   // Default sizes: the producer outruns a live drainer, so the 4096-slot ring may overflow;
   // drops are fine here as long as every one is reported.
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, {}, {});
+  const NoSyscallRun e = run_no_syscall_emitter(tmp, {}, {});
   INFO("spanring run: ", e.run.describe());
   INFO("emitter: ", describe(e.report));
   CHECK_MESSAGE(e.report.trapped == 0, "the emitter made ", e.report.trapped,
@@ -173,7 +173,8 @@ TEST_CASE("with a ring that holds every record, all 100,001 are written and none
   // 2^18 slots; every record here takes 2 (name + attributes <= 76 raw bytes), so 200,002
   // slots: the ring cannot fill however slowly the drainer runs.
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, {"--rings", "2", "--ring-records", "262144"}, {});
+  const NoSyscallRun e =
+      run_no_syscall_emitter(tmp, {"--rings", "2", "--ring-records", "262144"}, {});
   INFO("spanring run: ", e.run.describe());
   INFO("emitter: ", describe(e.report));
   REQUIRE(e.run.exit_code == 0);
@@ -182,7 +183,7 @@ TEST_CASE("with a ring that holds every record, all 100,001 are written and none
 
 TEST_CASE("the trap counter catches a syscall: one getpid after the filter makes it exit 1") {
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, {}, {"--call-getpid"});
+  const NoSyscallRun e = run_no_syscall_emitter(tmp, {}, {"--call-getpid"});
   INFO("spanring run: ", e.run.describe());
   INFO("emitter: ", describe(e.report));
   CHECK(e.run.exit_code == 1);

@@ -8,6 +8,7 @@
 #include "mp_util.h"
 #include "tools/chrome_json.h"
 #include "tools/convert.h"
+#include "traced_run.h"
 
 #include <spanring/segment.h>
 
@@ -44,8 +45,10 @@ struct DemoRun {
   std::string binary = tmp.file("demo.sptrace");
   std::string text = tmp.file("demo.strace");
   std::string expect = tmp.file("expect.json");
-  RunResult run = run_process({spanring, "run", "--format", "binary", "-o", binary,
-                               "--also-strace", text, "--", demo, "--expect", expect});
+  // spanring_run, not run_traced: the run is made once for all the tests below, and
+  // demo_run() checks it in each of them.
+  RunResult run = spanring_run(binary, {"--format", "binary", "--also-strace", text},
+                               {demo, "--expect", expect}, 40);
   std::optional<Summary> summary = parse_summary(run.err);
 };
 
@@ -360,11 +363,9 @@ TEST_CASE("a binary drain killed after a commit is resumed by spanring drain on 
             run.describe());
     return;
   }
-  const std::string marker = "spanring: segment ";
-  const size_t at = run.err.find(marker);
-  REQUIRE(at != std::string::npos);
-  const std::string segment =
-      run.err.substr(at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
+  const std::optional<std::string> segment_line = segment_from_stderr(run.err);
+  REQUIRE(segment_line.has_value());
+  const std::string& segment = *segment_line;
   CHECK(contains(run.err, "--format binary"));  // the restart hint names the format
 
   // The kept part is binary: resuming it as text is refused, and the file is left alone.

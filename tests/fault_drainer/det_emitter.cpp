@@ -12,10 +12,12 @@
 //   both; parent and child each leave the two scopes (inner ends first), the child exits 0 and
 //   the parent waits for it. The child's anchor is taken at the fork, after both spans began.
 // JSON: {"pid": P, "tid": T, "enabled": 0|1, "count": N}. Exit 0; 1 when the JSON cannot be
-// written; 2 on bad usage.
+// written; CLI11's code on bad usage.
 #include "det_workload.h"
 
 #include <spanring/span.h>
+
+#include <CLI/CLI.hpp>
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -35,22 +37,13 @@ int main(int argc, char** argv) {
   uint64_t pace_us = 0;
   bool nested = false;
   bool fork_nested = false;
-  bool bad = argc % 2 == 0;  // options come in pairs
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--out") out = argv[i + 1];
-    else if (a == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--pace-us") pace_us = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--nested") nested = std::string(argv[i + 1]) == "1";
-    else if (a == "--fork-nested") fork_nested = std::string(argv[i + 1]) == "1";
-    else bad = true;
-  }
-  if (out.empty() || bad) {
-    std::fprintf(stderr, "usage: %s --out FILE.json [--count N] [--pace-us U] [--nested 1] "
-                 "[--fork-nested 1]\n",
-                 argv[0]);
-    return 2;
-  }
+  CLI::App app{"det_emitter: the deterministic workload of det_workload.h"};
+  app.add_option("--out", out, "JSON file")->required();
+  app.add_option("--count", count, "records of the workload");
+  app.add_option("--pace-us", pace_us, "sleep after every record, us");
+  app.add_option("--nested", nested, "1: three nested spans from before the attach instead");
+  app.add_option("--fork-nested", fork_nested, "1: a fork inside two open spans instead");
+  CLI11_PARSE(app, argc, argv);
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   if (fork_nested) {
     count = 2;

@@ -20,8 +20,10 @@
 // At the end it writes (with --out) {"pid": P, "enabled": 0|1, "segment": "...",
 //   "threads": [{"name": "fault.t0", "tid": T, "emitted": E, "stored": S}, ...]}
 // and without --out prints `fault_emitter: enabled=E threads=N emitted=X stored=Y` on stdout.
-// Exit 0, 2 on bad usage, 1 when the report or JSON file cannot be written.
+// Exit 0, CLI11's code on bad usage, 1 when the report or JSON file cannot be written.
 #include "fault_report.h"
+
+#include <CLI/CLI.hpp>
 
 #include <spanring/span.h>
 
@@ -148,41 +150,26 @@ void monitor_thread() {
   }
 }
 
-bool parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (a == "--threads") o.threads = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (a == "--report") o.report = v;
-    else if (a == "--out") o.out = v;
-    else if (a == "--count") o.count = std::strtoull(v, nullptr, 10);
-    else if (a == "--seconds") o.seconds = std::strtod(v, nullptr);
-    else if (a == "--until-stop") o.until_stop = std::string(v) == "1";
-    else if (a == "--pace-us") o.pace_us = std::strtoull(v, nullptr, 10);
-    else if (a == "--pace-every") o.pace_every = std::strtoull(v, nullptr, 10);
-    else if (a == "--victim") o.victim = std::strtoull(v, nullptr, 10);
-    else if (a == "--victim-busy") o.victim_busy = std::string(v) == "1";
-    else if (a == "--rss") o.rss = std::string(v) == "1";
-    else if (a == "--leak") o.leak = std::strtoull(v, nullptr, 10);
-    else return false;
-  }
-  if (o.pace_every == 0) o.pace_every = 1;
-  return o.threads >= 1 && o.threads <= fault::kMaxThreads && (!o.until_stop || !o.report.empty());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse_args(argc, argv, o)) {
-    std::fprintf(stderr,
-                 "usage: %s [--threads N<=16] [--report FILE] [--out FILE.json] [--count N] "
-                 "[--seconds S] [--until-stop 1 (needs --report)] [--pace-us U] "
-                 "[--pace-every K] [--victim K] [--victim-busy 1] [--rss 1] [--leak BYTES]\n",
-                 argv[0]);
-    return 2;
-  }
+  CLI::App app{"fault_emitter: the traced program of the fault tests"};
+  app.add_option("--threads", o.threads, "emitting threads")
+      ->check(CLI::Range(1u, static_cast<unsigned>(fault::kMaxThreads)));
+  CLI::Option* report = app.add_option("--report", o.report, "report page to map (fault_report.h)");
+  app.add_option("--out", o.out, "JSON file of what each thread emitted");
+  app.add_option("--count", o.count, "records per thread");
+  app.add_option("--seconds", o.seconds, "stop after this many seconds");
+  app.add_option("--until-stop", o.until_stop, "1: stop at the report's stop flag")->needs(report);
+  app.add_option("--pace-us", o.pace_us, "sleep after every K-th record, us");
+  app.add_option("--pace-every", o.pace_every, "K for --pace-us");
+  app.add_option("--victim", o.victim, "thread 0 emits K records, then idles");
+  app.add_option("--victim-busy", o.victim_busy, "1: the victim keeps emitting");
+  app.add_option("--rss", o.rss, "1: sample the RSS into the report");
+  app.add_option("--leak", o.leak, "bytes allocated per record");
+  CLI11_PARSE(app, argc, argv);
+  if (o.pace_every == 0) o.pace_every = 1;
   if (!o.report.empty()) {
     // The test created the file at the report's size; map it shared.
     const int fd = ::open(o.report.c_str(), O_RDWR | O_CLOEXEC);

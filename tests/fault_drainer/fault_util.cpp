@@ -256,22 +256,19 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::optional<std::string> segment_from_stderr(const std::string& text) {
-  const auto lines = lines_starting(text, "spanring: segment ");
-  if (lines.empty()) return std::nullopt;
-  const std::string rest = lines[0].substr(std::strlen("spanring: segment "));
-  const size_t end = rest.find(' ');
-  if (end == 0 || end == std::string::npos) return std::nullopt;
-  return rest.substr(0, end);
-}
-
-std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
-  std::vector<std::string> found;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(prefix, 0) == 0) found.push_back(line);
-  return found;
+BackgroundDrainer::BackgroundDrainer(const SpawnOptions& options, double timeout_s) {
+  REQUIRE_MESSAGE(!options.stderr_path.empty(), "BackgroundDrainer needs a stderr file");
+  guard_.reset(spawn(options));
+  const bool started = wait_until(
+      [&] {
+        const std::optional<std::string> s = segment_from_stderr(slurp(options.stderr_path));
+        if (s) segment_ = *s;
+        return s.has_value();
+      },
+      timeout_s);
+  REQUIRE_MESSAGE(started, options.argv[0],
+                  " never printed its segment (`spanring: segment NAME`) in ", timeout_s,
+                  " s; stderr:\n", slurp(options.stderr_path));
 }
 
 std::optional<uint64_t> summary_value(const std::string& text, const std::string& key) {

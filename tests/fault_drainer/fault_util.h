@@ -25,6 +25,8 @@
 
 namespace fault_test {
 
+using spanring_test::lines_starting;
+using spanring_test::segment_from_stderr;
 using spanring_test::TempDir;
 
 // How to start a process (fork + execve, in its own process group). Its environment is the
@@ -150,10 +152,24 @@ class ReportMap {
 std::string slurp(const std::string& path);
 bool file_exists(const std::string& path);
 
-// The segment name from `spanring run`'s first stderr line (`spanring: segment NAME (...`).
-std::optional<std::string> segment_from_stderr(const std::string& stderr_text);
-// Lines of `text` that start with `prefix`.
-std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix);
+// `spanring run` or `spanring drain` started in the background: spawn(options) with its stderr
+// in options.stderr_path (required), then a wait of up to `timeout_s` for the line it prints
+// when it starts, `spanring: segment NAME (...`, which is REQUIREd (the failure shows the stderr
+// so far). Like ChildGuard, it SIGKILLs and reaps the process group on destruction unless
+// released, so a failed REQUIRE, here or later in the test, leaves no drainer running.
+class BackgroundDrainer {
+ public:
+  BackgroundDrainer(const SpawnOptions& options, double timeout_s);
+  pid_t pid() const { return guard_.pid(); }
+  const std::string& segment() const { return segment_; }
+  // Once the test has reaped the process itself (wait_exit), there is nothing left to kill.
+  void release() { guard_.release(); }
+
+ private:
+  ChildGuard guard_;
+  std::string segment_;
+};
+
 // The value of `key=<decimal>` on the `spanring: summary:` line, or nullopt.
 std::optional<uint64_t> summary_value(const std::string& stderr_text, const std::string& key);
 

@@ -5,7 +5,9 @@
 //   no_uring_exec PROGRAM [ARGS...]
 //
 // Exit 77 when the filter cannot be installed (no seccomp here: the test is skipped), 127 when
-// the exec fails, 2 on bad usage; otherwise the program's own status.
+// the exec fails, CLI11's code on bad usage; otherwise the program's own status.
+#include <CLI/CLI.hpp>
+
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -17,6 +19,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #define NO_URING_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -25,10 +29,17 @@
 #endif
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s PROGRAM [ARGS...]\n", argv[0]);
-    return 2;
-  }
+  std::string program;
+  CLI::App app{"no_uring_exec: run PROGRAM with io_uring_setup failing with ENOSYS"};
+  app.add_option("program", program, "the program to exec (a path)")->required();
+  // Everything after PROGRAM is its own arguments, options included.
+  app.prefix_command();
+  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> args = app.remaining();
+  args.insert(args.begin(), program);
+  std::vector<char*> exec_argv;
+  for (std::string& a : args) exec_argv.push_back(a.data());
+  exec_argv.push_back(nullptr);
 #if !defined(NO_URING_AUDIT_ARCH) || !defined(__NR_io_uring_setup)
   std::fprintf(stderr, "no_uring_exec: no seccomp arch constant or io_uring_setup number here\n");
   return 77;
@@ -49,8 +60,8 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     return 77;
   }
-  ::execv(argv[1], argv + 1);
-  std::fprintf(stderr, "no_uring_exec: exec %s: %s\n", argv[1], std::strerror(errno));
+  ::execv(program.c_str(), exec_argv.data());
+  std::fprintf(stderr, "no_uring_exec: exec %s: %s\n", program.c_str(), std::strerror(errno));
   return 127;
 #endif
 }

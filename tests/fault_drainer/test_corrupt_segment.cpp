@@ -45,21 +45,15 @@ void corrupt_one_ring(const std::string& mode, Expect expect, const std::string&
   const std::string err = tmp.file("run.err");
   ReportMap rep(tmp.file("report.bin"));
 
-  const pid_t run_pid = spawn({{spanring, "run", "-o", out, "--", emitter, "--threads",
-                                std::to_string(kThreads), "--victim", std::to_string(kVictimRecords),
-                                "--report", rep.path(), "--out", json, "--until-stop", "1",
-                                "--pace-us", "100", "--pace-every", "4"},
-                               {}, "", err});
-  ChildGuard run_guard(run_pid);
+  BackgroundDrainer drainer({{spanring, "run", "-o", out, "--", emitter, "--threads",
+                              std::to_string(kThreads), "--victim", std::to_string(kVictimRecords),
+                              "--report", rep.path(), "--out", json, "--until-stop", "1",
+                              "--pace-us", "100", "--pace-every", "4"},
+                             {}, "", err},
+                            kWaitS);
+  const pid_t run_pid = drainer.pid();
+  const std::string& segment = drainer.segment();
   INFO("spanring run stderr:\n", slurp(err));
-  std::string segment;
-  REQUIRE(wait_until(
-      [&] {
-        const auto s = segment_from_stderr(slurp(err));
-        if (s) segment = *s;
-        return s.has_value();
-      },
-      kWaitS));
   REQUIRE_MESSAGE(wait_until([&] { return rep.ready() && rep->phase.load() >= fault::kPhaseEmitting &&
                                           rep->victim_ready.load() == 1; },
                              kWaitS),
@@ -96,7 +90,7 @@ void corrupt_one_ring(const std::string& mode, Expect expect, const std::string&
                 " more records each: the drainer stopped draining them");
   rep->stop.store(1);
   const Exit e = wait_exit(run_pid, 30);
-  run_guard.release();
+  drainer.release();
   const std::string err_text = slurp(err);
   INFO("spanring run stderr (final):\n", err_text);
   REQUIRE_MESSAGE(!e.timed_out, "spanring run hung after the attack");

@@ -80,20 +80,14 @@ TEST_CASE("on a full disk the drainer reports ENOSPC once, keeps draining, ends 
   const std::string err = tmp.file("run.err");
   // 4096-slot rings hold a few hundred ms of the workload: the drainer must keep draining after
   // the failure for the producer not to drop.
-  const pid_t pid = spawn({{spanring, "run", "--rings", "4", "--ring-records", "4096", "-o", out,
-                            "--", emitter, "--out", json, "--count", std::to_string(kRecords),
-                            "--pace-us", kPaceUs},
-                           {}, "", err});
-  ChildGuard guard(pid);
+  BackgroundDrainer drainer({{spanring, "run", "--rings", "4", "--ring-records", "4096", "-o",
+                              out, "--", emitter, "--out", json, "--count",
+                              std::to_string(kRecords), "--pace-us", kPaceUs},
+                             {}, "", err},
+                            kWaitS);
+  const pid_t pid = drainer.pid();
+  const std::string& segment = drainer.segment();
   INFO("spanring run stderr:\n", slurp(err));
-  std::string segment;
-  REQUIRE(wait_until(
-      [&] {
-        const auto s = segment_from_stderr(slurp(err));
-        if (s) segment = *s;
-        return s.has_value();
-      },
-      kWaitS));
   ShmView view;
   REQUIRE(view.open(segment, false));
   int64_t ring = -1;
@@ -120,7 +114,7 @@ TEST_CASE("on a full disk the drainer reports ENOSPC once, keeps draining, ends 
                 "ring's tail stayed at ", tail_at_failure, " (now ", r.tail.load(), ")");
 
   const Exit e = wait_exit(pid, kWaitS);
-  guard.release();
+  drainer.release();
   const std::string err_text = slurp(err);
   INFO("spanring run stderr (final):\n", err_text);
   REQUIRE_MESSAGE((!e.timed_out && e.sig == 0), "spanring run: ", e.describe());

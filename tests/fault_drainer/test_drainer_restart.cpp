@@ -101,19 +101,10 @@ void kill_and_restart(const std::string& point) {
               "--pace-every", kPaceEvery};
   run.stderr_path = err1;
   if (!point.empty()) run.env = {{"SPANRING_TEST_POINT", point}, {"SPANRING_TEST_POINT_HIT", "3"}};
-  const pid_t run_pid = spawn(run);
-  ChildGuard run_guard(run_pid);
+  BackgroundDrainer first_drainer(run, kWaitS);
+  const pid_t run_pid = first_drainer.pid();
   INFO("first drainer (spanring run) stderr:\n", slurp(err1));
-
-  std::string segment;
-  REQUIRE_MESSAGE(wait_until(
-                      [&] {
-                        const auto s = segment_from_stderr(slurp(err1));
-                        if (s) segment = *s;
-                        return s.has_value();
-                      },
-                      kWaitS),
-                  "spanring run never printed its segment");
+  const std::string& segment = first_drainer.segment();
   SegmentGuard segment_guard(segment);
   REQUIRE_MESSAGE(wait_until([&] { return rep.ready() && rep->phase.load() >= fault::kPhaseEmitting; },
                              kWaitS),
@@ -131,7 +122,7 @@ void kill_and_restart(const std::string& point) {
     REQUIRE(::kill(run_pid, SIGKILL) == 0);
   }
   const Exit first = wait_exit(run_pid, kWaitS);
-  run_guard.release();
+  first_drainer.release();
   REQUIRE_MESSAGE(first.sig == SIGKILL, "the first drainer should have died by SIGKILL",
                   point.empty() ? "" : " at test point " + point, "; it ended with ",
                   first.describe());

@@ -192,20 +192,14 @@ TEST_CASE("a second drainer on a segment a live drainer holds is refused naming 
   const std::string json = tmp.file("emitted.json");
   const std::string err = tmp.file("run.err");
   ReportMap rep(tmp.file("report.bin"));
-  const pid_t run_pid = spawn({{spanring, "run", "-o", out, "--", emitter, "--threads", "1",
-                                "--report", rep.path(), "--out", json, "--until-stop", "1",
-                                "--pace-us", "200"},
-                               {}, "", err});
-  ChildGuard run_guard(run_pid);
+  BackgroundDrainer drainer({{spanring, "run", "-o", out, "--", emitter, "--threads", "1",
+                              "--report", rep.path(), "--out", json, "--until-stop", "1",
+                              "--pace-us", "200"},
+                             {}, "", err},
+                            kWaitS);
+  const pid_t run_pid = drainer.pid();
+  const std::string& segment = drainer.segment();
   INFO("spanring run stderr:\n", slurp(err));
-  std::string segment;
-  REQUIRE(wait_until(
-      [&] {
-        const auto s = segment_from_stderr(slurp(err));
-        if (s) segment = *s;
-        return s.has_value();
-      },
-      kWaitS));
   REQUIRE(wait_until([&] { return rep.ready() && rep->phase.load() >= fault::kPhaseEmitting; }, kWaitS));
   struct stat st {};
   REQUIRE(wait_until([&] { return ::stat(out.c_str(), &st) == 0 && st.st_size > 4096; }, kWaitS));
@@ -230,7 +224,7 @@ TEST_CASE("a second drainer on a segment a live drainer holds is refused naming 
 
   rep->stop.store(1);
   const Exit e = wait_exit(run_pid, 30);
-  run_guard.release();
+  drainer.release();
   REQUIRE_MESSAGE(e.exited_ok(), "spanring run: ", e.describe());
   const std::string text = slurp(out);
   const auto parsed = parse_and_check_form(text, {}, "live trace");
@@ -253,23 +247,19 @@ TEST_CASE("spanring clean removes what a killed spanring run left and keeps ever
     std::string segment;
     std::unique_ptr<ReportMap> rep;
   };
-  std::vector<std::unique_ptr<ChildGuard>> guards;
+  std::vector<std::unique_ptr<BackgroundDrainer>> drainers;
   std::vector<std::unique_ptr<SegmentGuard>> segment_guards;
   auto start = [&](const std::string& tag) {
     Run r;
     r.rep = std::make_unique<ReportMap>(tmp.file(tag + ".report"));
-    const std::string err = tmp.file(tag + ".err");
-    r.pid = spawn({{spanring, "run", "-o", tmp.file(tag + ".strace"), "--", emitter, "--threads",
-                    "1", "--report", r.rep->path(), "--until-stop", "1", "--pace-us", "1000"},
-                   {}, "", err});
-    guards.push_back(std::make_unique<ChildGuard>(r.pid));
-    REQUIRE(wait_until(
-        [&] {
-          const auto s = segment_from_stderr(slurp(err));
-          if (s) r.segment = *s;
-          return s.has_value();
-        },
+    drainers.push_back(std::make_unique<BackgroundDrainer>(
+        SpawnOptions{{spanring, "run", "-o", tmp.file(tag + ".strace"), "--", emitter,
+                      "--threads", "1", "--report", r.rep->path(), "--until-stop", "1",
+                      "--pace-us", "1000"},
+                     {}, "", tmp.file(tag + ".err")},
         kWaitS));
+    r.pid = drainers.back()->pid();
+    r.segment = drainers.back()->segment();
     segment_guards.push_back(std::make_unique<SegmentGuard>(r.segment));
     REQUIRE(wait_until([&] { return r.rep->ready() && (*r.rep)->phase.load() >= fault::kPhaseEmitting; },
                        kWaitS));
@@ -331,7 +321,7 @@ TEST_CASE("spanring clean removes what a killed spanring run left and keeps ever
   const Exit e = wait_exit(live.pid, kWaitS);
   CHECK_MESSAGE(e.exited_ok(), "the live run: ", e.describe());
   CHECK_MESSAGE(!shm_exists(live.segment), "spanring run did not remove its segment at exit");
-  for (auto& g : guards) g->release();
+  for (auto& d : drainers) d->release();
 }
 
 TEST_CASE("segments are created 0600 even under umask 000") {
@@ -365,23 +355,16 @@ TEST_CASE("segments are created 0600 even under umask 000") {
                     "1", "--report", rep.path(), "--until-stop", "1", "--pace-us", "1000"},
                    {}, "", err};
   run.umask = 0;
-  const pid_t pid = spawn(run);
-  ChildGuard guard(pid);
-  std::string segment;
-  REQUIRE(wait_until(
-      [&] {
-        const auto s = segment_from_stderr(slurp(err));
-        if (s) segment = *s;
-        return s.has_value();
-      },
-      kWaitS));
+  BackgroundDrainer drainer(run, kWaitS);
+  const pid_t pid = drainer.pid();
+  const std::string& segment = drainer.segment();
   REQUIRE(::stat(("/dev/shm/" + segment).c_str(), &st) == 0);
   CHECK_MESSAGE((st.st_mode & 07777) == 0600, "spanring run under umask 000 made its segment ",
                 octal(st.st_mode));
   REQUIRE(wait_until([&] { return rep.ready(); }, kWaitS));
   rep->stop.store(1);
   const Exit e = wait_exit(pid, kWaitS);
-  guard.release();
+  drainer.release();
   CHECK_MESSAGE(e.exited_ok(), e.describe(), ": ", slurp(err));
 }
 

@@ -7,6 +7,7 @@
 #include "det_expect.h"
 #include "det_workload.h"
 #include "fault_util.h"
+#include "traced_run.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -178,26 +179,22 @@ TEST_CASE("through a pipe read 4 KiB at a time by a slow reader the trace equals
 }
 
 TEST_CASE("into a file the trace of the fixed workload equals a plain synchronous writer's byte for byte") {
-  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string emitter = spanring_test::exe_from_env("FAULT_DET_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
   const std::string json = tmp.file("det.json");
-  const spanring_test::RunResult r = spanring_test::run_process(
-      {spanring, "run", "--rings", "4", "--ring-records", kDetRingSlots, "-o", out, "--", emitter,
-       "--out", json, "--count", std::to_string(kDetRecords)},
-      40);
-  INFO("spanring run: ", r.describe());
-  REQUIRE(r.exit_code == 0);
+  const spanring_test::TracedRun r = spanring_test::run_traced(
+      tmp.file("out.strace"), {"--rings", "4", "--ring-records", kDetRingSlots},
+      {emitter, "--out", json, "--count", std::to_string(kDetRecords)}, 40);
+  INFO("spanring run: ", r.run.describe());
   const DetRun d = load_det(json);
-  const std::string got = slurp(out);
+  const std::string got = slurp(r.out);
   const std::string want = expected_for(d, got, tmp, "file");
   CHECK_MESSAGE(got == want, "file output differs from the plain writer's: ",
                 det::first_difference(got, want));
   // The summary agrees: the invalid records are the only drops.
   const uint64_t invalid = 2 * (kDetRecords / det::kKinds);  // kinds 10 and 11
-  CHECK(summary_value(r.err, "written") == kDetRecords - invalid);
-  CHECK(summary_value(r.err, "dropped") == invalid);
+  CHECK(r.summary.written == kDetRecords - invalid);
+  CHECK(r.summary.dropped == invalid);
 }
 
 TEST_CASE("spans that end in reverse order of their starts before the process attached still get an anchor at or before every span") {
@@ -205,17 +202,14 @@ TEST_CASE("spans that end in reverse order of their starts before the process at
   // the attach, and a forked child whose inherited open spans end one after the other (its
   // anchor is taken at the fork, after both began). [STRACE] consumers convert a span's ts to
   // wall time only when it is >= the pid's anchor mono_ns.
-  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string emitter = spanring_test::exe_from_env("FAULT_DET_EMITTER");
   for (const char* mode : {"--nested", "--fork-nested"}) {
     CAPTURE(mode);
     TempDir tmp;
-    const std::string out = tmp.file("out.strace");
-    const spanring_test::RunResult r = spanring_test::run_process(
-        {spanring, "run", "-o", out, "--", emitter, "--out", tmp.file("det.json"), mode, "1"}, 40);
-    INFO("spanring run: ", r.describe());
-    REQUIRE(r.exit_code == 0);
-    const std::string text = slurp(out);
+    const spanring_test::TracedRun r = spanring_test::run_traced(
+        tmp.file("out.strace"), {}, {emitter, "--out", tmp.file("det.json"), mode, "1"}, 40);
+    INFO("spanring run: ", r.run.describe());
+    const std::string text = slurp(r.out);
     INFO("trace:\n", text);
     const spanring_test::ParsedText parsed = parse_and_check_form(text, {}, mode);
     check_anchors(parsed, {}, mode);
@@ -226,21 +220,17 @@ TEST_CASE("spans that end in reverse order of their starts before the process at
 }
 
 TEST_CASE("many 1 MiB writes in flight to one file leave no hole and no overlap") {
-  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
   const std::string json = tmp.file("emitted.json");
   // Four threads flat out into rings that hold all they emit (60000 two-slot records each):
   // the drainer fills 1 MiB buffers back to back, ~45 MB in all, and keeps up to 8 writes in
   // flight. Nothing can be dropped, so every record must be in the file exactly once.
-  const spanring_test::RunResult r = spanring_test::run_process(
-      {spanring, "run", "--rings", "8", "--ring-records", "131072", "-o", out, "--", emitter,
-       "--threads", "4", "--count", "60000", "--out", json},
-      50);
-  INFO("spanring run: ", r.describe());
-  REQUIRE(r.exit_code == 0);
-  const std::string text = slurp(out);
+  const spanring_test::TracedRun r = spanring_test::run_traced(
+      tmp.file("out.strace"), {"--rings", "8", "--ring-records", "131072"},
+      {emitter, "--threads", "4", "--count", "60000", "--out", json}, 50);
+  INFO("spanring run: ", r.run.describe());
+  const std::string text = slurp(r.out);
   MESSAGE("trace of ", text.size(), " bytes");
   // More than the writer's queue depth of whole buffers, so writes overlapped in flight.
   REQUIRE_MESSAGE(text.size() > (16u << 20), "only ", text.size(),
@@ -257,7 +247,7 @@ TEST_CASE("many 1 MiB writes in flight to one file leave no hole and no overlap"
     CHECK_MESSAGE(a.dropped == 0, t.name, ": ", a.dropped, " records dropped from a ring that holds them all");
     written += a.written;
   }
-  CHECK(summary_value(r.err, "written") == written);
+  CHECK(r.summary.written == written);
 }
 
 }  // TEST_SUITE

@@ -20,6 +20,8 @@
 // "counts": {name: records emitted}}.
 #include "emitter_util.h"
 
+#include <CLI/CLI.hpp>
+
 #include <spanring/span.h>
 
 #include <sched.h>
@@ -102,20 +104,23 @@ void noring_thread(uint64_t i, uint64_t m, uint64_t threads, std::atomic<uint64_
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const std::string mode = fault_emitter::arg(argc, argv, "--mode");
-  const auto threads = static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--threads", 0));
-  if (out.empty() || threads == 0 || (mode != "churn" && mode != "noring")) {
-    std::fprintf(stderr,
-                 "usage: %s --mode churn --out F --threads N --alive A\n"
-                 "       %s --mode noring --out F --threads T --spans M\n",
-                 argv[0], argv[0]);
-    return 2;
-  }
+  std::string out;
+  std::string mode;
+  uint64_t threads = 0;
+  uint64_t alive = 64;
+  uint64_t m = 100;
+  CLI::App app{"churn_emitter: short-lived threads, or more threads than rings"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--mode", mode, "churn or noring")
+      ->required()
+      ->check(CLI::IsMember({"churn", "noring"}));
+  app.add_option("--threads", threads, "threads in all")->required()->check(CLI::PositiveNumber);
+  app.add_option("--alive", alive, "churn: threads alive at a time");
+  app.add_option("--spans", m, "noring: records per thread besides its held span");
+  CLI11_PARSE(app, argc, argv);
   PerThread pt(threads);
   json counts = json::object();
   if (mode == "churn") {
-    const auto alive = static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--alive", 64));
     std::vector<std::thread> slots(alive);
     for (uint64_t i = 0; i < threads; ++i) {
       std::thread& slot = slots[i % alive];
@@ -129,7 +134,6 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < threads; ++i) by_name[i % 8] += pt.emitted[i];
     for (int k = 0; k < 8; ++k) counts[kNames[k]] = by_name[k];
   } else {
-    const auto m = static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--spans", 100));
     std::atomic<uint64_t> started{0};
     std::atomic<uint64_t> holding{0};
     std::vector<std::thread> ts;

@@ -19,6 +19,8 @@
 // of SPANRING_SEGMENT it attached to) and "done_mono_ns" (CLOCK_MONOTONIC when it finished).
 #include "emitter_util.h"
 
+#include <CLI/CLI.hpp>
+
 #include <spanring/span.h>
 
 #include <fcntl.h>
@@ -99,12 +101,12 @@ json base_line(const char* role) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const int n = static_cast<int>(fault_emitter::arg_int(argc, argv, "--spans", 200));
-  if (out.empty() || n <= 0) {
-    std::fprintf(stderr, "usage: %s --out FILE.jsonl [--spans N]\n", argv[0]);
-    return 2;
-  }
+  std::string out;
+  int n = 200;
+  CLI::App app{"daemon_emitter: a setsid double fork whose grandchild traces last"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--spans", n, "spans per process")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
 
   emit_n("daemon.top", n);
   // p[0]: the grandchild's read end; p[1]: held by top and mid only, so that the grandchild sees

@@ -31,6 +31,8 @@
 // Coordinator line: {"role": "coordinator", "procs", "rings", "rings_free_at_end",
 // "bad_status": [...], "reap_to_free_ms": [...], "launch_waits", "launch_wait_ms"}.
 #include "emitter_util.h"
+
+#include <CLI/CLI.hpp>
 #include "segment_peek.h"
 
 #include <spanring/span.h>
@@ -298,22 +300,23 @@ int coordinator(const std::string& out, int procs, int parallel,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const std::string child = fault_emitter::arg(argc, argv, "--child");
-  if (out.empty()) {
-    std::fprintf(stderr,
-                 "usage: %s --out F --procs N --parallel P [--modes m1,m2]\n"
-                 "       %s --out F --child MODE --index I\n",
-                 argv[0], argv[0]);
-    return 2;
-  }
-  if (!child.empty()) {
-    return child_main(out, child, static_cast<int>(fault_emitter::arg_int(argc, argv, "--index", 0)));
-  }
-  const int procs = static_cast<int>(fault_emitter::arg_int(argc, argv, "--procs", 200));
-  const int parallel = static_cast<int>(fault_emitter::arg_int(argc, argv, "--parallel", 20));
+  std::string out;
+  std::string child;
+  int index = 0;
+  int procs = 200;
+  int parallel = 20;
+  std::string mode_list = "return,_exit,raise,kill,open,deep";
+  CLI::App app{"dying_emitter: processes that die in every way, with spans open"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--child", child, "run as the child that dies this way (set by the coordinator)");
+  app.add_option("--index", index, "the child's index");
+  app.add_option("--procs", procs, "children in all");
+  app.add_option("--parallel", parallel, "children alive at a time");
+  app.add_option("--modes", mode_list, "comma-separated ways to die, used in turn");
+  CLI11_PARSE(app, argc, argv);
+  if (!child.empty()) return child_main(out, child, index);
   std::vector<std::string> modes;
-  std::istringstream list(fault_emitter::arg(argc, argv, "--modes", "return,_exit,raise,kill,open,deep"));
+  std::istringstream list(mode_list);
   for (std::string m; std::getline(list, m, ',');) modes.push_back(m);
   if (modes.empty() || procs <= 0 || parallel <= 0) fail("bad arguments");
   char self[4096];

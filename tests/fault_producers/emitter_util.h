@@ -46,17 +46,4 @@ inline void append_json_line(const std::string& path, const nlohmann::json& j) {
   ::close(fd);
 }
 
-// The value after `--name` in argv, or `fallback`.
-inline std::string arg(int argc, char** argv, const char* name, const char* fallback = "") {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  }
-  return fallback;
-}
-
-inline long long arg_int(int argc, char** argv, const char* name, long long fallback) {
-  const std::string v = arg(argc, argv, name, "");
-  return v.empty() ? fallback : std::strtoll(v.c_str(), nullptr, 10);
-}
-
 }  // namespace fault_emitter

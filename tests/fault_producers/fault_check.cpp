@@ -5,7 +5,6 @@
 
 #include <charconv>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -347,30 +346,13 @@ std::string describe(const std::vector<std::string>& problems, size_t max) {
   return s;
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(spanring_test::read_file(path));
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    try {
-      out.push_back(nlohmann::json::parse(line));
-    } catch (const std::exception& e) {
-      FAIL_CHECK(path, " line ", n, " is not JSON: ", e.what());
-    }
-  }
-  return out;
-}
-
 std::optional<uint64_t> spanring_pid(const std::string& stderr_text) {
-  const std::string marker = "spanring: segment spanring-";
-  const size_t at = stderr_text.find(marker);
-  if (at == std::string::npos) return std::nullopt;
+  const std::optional<std::string> segment = spanring_test::segment_from_stderr(stderr_text);
+  constexpr std::string_view kPrefix = "spanring-";
+  if (!segment || segment->rfind(kPrefix, 0) != 0) return std::nullopt;
   uint64_t pid = 0;
-  const char* b = stderr_text.data() + at + marker.size();
-  const char* e = stderr_text.data() + stderr_text.size();
+  const char* b = segment->data() + kPrefix.size();
+  const char* e = segment->data() + segment->size();
   const auto [p, ec] = std::from_chars(b, e, pid);
   if (ec != std::errc() || p == b || p == e || *p != '-') return std::nullopt;
   return pid;
@@ -417,11 +399,6 @@ std::string spec_encode(std::string_view raw, bool is_name, bool went_on) {
     out += '~';
   }
   return out;
-}
-
-bool stress() {
-  const char* s = std::getenv("SPANRING_STRESS");
-  return s != nullptr && std::string(s) == "1";
 }
 
 }  // namespace fault

@@ -12,10 +12,8 @@
 // ("Encoding of name and attrs", "Truncation"), not from src/encode.cpp.
 #pragma once
 
-#include "mp_util.h"
 #include "strace_parser.h"
-
-#include <nlohmann/json.hpp>
+#include "traced_run.h"
 
 #include <cstdint>
 #include <functional>
@@ -32,6 +30,7 @@ namespace fault {
 using spanring_test::AnchorLine;
 using spanring_test::DropsLine;
 using spanring_test::SpanLine;
+using spanring_test::stress;
 using spanring_test::Summary;
 
 using Owner = std::pair<uint64_t, uint64_t>;  // (pid, tid)
@@ -100,9 +99,6 @@ std::vector<std::string> invariant_problems(const TraceFacts& facts, const Summa
 // "" when empty, else the problems, one per line (at most `max`, then how many more).
 std::string describe(const std::vector<std::string>& problems, size_t max = 15);
 
-// One JSON object per line, as the emitters write them.
-std::vector<nlohmann::json> read_jsonl(const std::string& path);
-
 // The pid of `spanring run` from its stderr line `spanring: segment spanring-<pid>-<hex> ...`.
 std::optional<uint64_t> spanring_pid(const std::string& stderr_text);
 
@@ -116,8 +112,5 @@ std::optional<uint64_t> attr_u64(const SpanLine& span, std::string_view key);
 // then `~` is appended. `went_on`: `raw` is only a prefix of the input, which continued (the
 // producer kept only those bytes): the output is cut as if the next unit did not fit.
 std::string spec_encode(std::string_view raw, bool is_name, bool went_on = false);
-
-// The SPANRING_STRESS=1 variant (registered with -Dstress=true).
-bool stress();
 
 }  // namespace fault

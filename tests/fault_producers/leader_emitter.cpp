@@ -19,6 +19,8 @@
 //  "tids": {"leader.main": tid, "leader.intruder": tid, "worker<i>": tid},
 //  "ring_lost_while_alive": [{"worker", "tid", "after_ms", "state", "owner_tid"}]}.
 #include "emitter_util.h"
+
+#include <CLI/CLI.hpp>
 #include "segment_peek.h"
 
 #include <spanring/span.h>
@@ -139,16 +141,14 @@ void worker(int index) {
 int main(int argc, char** argv) {
   static Shared sh;  // outlives main's pthread_exit
   g_shared = &sh;
-  sh.out = fault_emitter::arg(argc, argv, "--out");
-  sh.workers = static_cast<int>(fault_emitter::arg_int(argc, argv, "--workers", 2));
-  sh.spans = static_cast<int>(fault_emitter::arg_int(argc, argv, "--spans", 60));
-  sh.pause_ms = static_cast<int>(fault_emitter::arg_int(argc, argv, "--pause-ms", 10));
-  sh.intruder = fault_emitter::arg_int(argc, argv, "--intruder", 0) != 0;
+  CLI::App app{"leader_emitter: the main thread leaves while the others trace on"};
+  app.add_option("--out", sh.out, "JSON lines file")->required();
+  app.add_option("--workers", sh.workers, "worker threads")->check(CLI::PositiveNumber);
+  app.add_option("--spans", sh.spans, "spans per worker")->check(CLI::PositiveNumber);
+  app.add_option("--pause-ms", sh.pause_ms, "pause between a worker's spans, ms");
+  app.add_option("--intruder", sh.intruder, "1: one worker, which starts a ringless thread");
+  CLI11_PARSE(app, argc, argv);
   if (sh.intruder) sh.workers = 1;
-  if (sh.out.empty() || sh.workers <= 0 || sh.spans <= 0) {
-    std::fprintf(stderr, "usage: %s --out F [--workers W] [--spans N] [--pause-ms P]\n", argv[0]);
-    return 2;
-  }
   std::string why;
   if (!sh.seg.open_from_environment(&why)) fail("cannot view the segment: %s", why.c_str());
   sh.main_tid = gettid_now();

@@ -18,6 +18,8 @@
 //     JSON line: {"pid", "tid", "emitted", "dropped": [s of every record emit() refused],
 //     "five_slot_refused", "edge_refusals", "refused_with_room"}.
 #include "emitter_util.h"
+
+#include <CLI/CLI.hpp>
 #include "long_cases.h"
 #include "segment_peek.h"
 
@@ -146,14 +148,18 @@ int run_tiny(const std::string& out, uint64_t flood, uint64_t bursts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const std::string mode = fault_emitter::arg(argc, argv, "--mode");
-  if (out.empty() || (mode != "cases" && mode != "tiny")) {
-    std::fprintf(stderr, "usage: %s --out F --mode cases|tiny [--flood N] [--bursts B]\n",
-                 argv[0]);
-    return 2;
-  }
+  std::string out;
+  std::string mode;
+  uint64_t flood = 20000;
+  uint64_t bursts = 400;
+  CLI::App app{"long_emitter: over-long input, and a 16-slot ring at its edge"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--mode", mode, "cases or tiny")
+      ->required()
+      ->check(CLI::IsMember({"cases", "tiny"}));
+  app.add_option("--flood", flood, "tiny: records emitted flat out first");
+  app.add_option("--bursts", bursts, "tiny: bursts from an empty ring");
+  CLI11_PARSE(app, argc, argv);
   if (mode == "cases") return run_cases(out);
-  return run_tiny(out, static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--flood", 20000)),
-                  static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--bursts", 400)));
+  return run_tiny(out, flood, bursts);
 }

@@ -24,6 +24,8 @@
 // "handler_calls": total}.
 #include "emitter_util.h"
 
+#include <CLI/CLI.hpp>
+
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
@@ -138,12 +140,12 @@ void emit_normal(Slot& s, uint64_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const auto n = static_cast<uint64_t>(fault_emitter::arg_int(argc, argv, "--spans", 200000));
-  if (out.empty() || n == 0) {
-    std::fprintf(stderr, "usage: %s --out FILE.jsonl [--spans N]\n", argv[0]);
-    return 2;
-  }
+  std::string out;
+  uint64_t n = 200000;
+  CLI::App app{"signal_emitter: spans from signal handlers"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--spans", n, "spans of the main thread")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   t_slot = &g_slots[kMain];
   g_slots[kMain].tid = gettid_now();
 

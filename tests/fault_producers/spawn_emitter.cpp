@@ -18,6 +18,8 @@
 // "enabled", "counts": {"spawn.child.<HOW>": N}}.
 #include "emitter_util.h"
 
+#include <CLI/CLI.hpp>
+
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
@@ -87,13 +89,14 @@ void emit_parent(int n, int from) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string out = fault_emitter::arg(argc, argv, "--out");
-  const std::string how = fault_emitter::arg(argc, argv, "--child");
-  const int n = static_cast<int>(fault_emitter::arg_int(argc, argv, "--spans", 100));
-  if (out.empty() || n <= 0) {
-    std::fprintf(stderr, "usage: %s --out FILE.jsonl [--child HOW] [--spans N]\n", argv[0]);
-    return 2;
-  }
+  std::string out;
+  std::string how;
+  int n = 100;
+  CLI::App app{"spawn_emitter: children started by posix_spawn, vfork+execve and system()"};
+  app.add_option("--out", out, "JSON lines file")->required();
+  app.add_option("--child", how, "run as the child started this way (set by the parent)");
+  app.add_option("--spans", n, "spans per process")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   if (!how.empty()) return child_main(out, how, n);
 
   emit_parent(n, 0);

@@ -61,28 +61,16 @@ TEST_SUITE("fault") {
 
 TEST_CASE("a setsid double-fork grandchild that traces after its parents exit is waited for "
           "and recorded under its own pid") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_DAEMON_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--", emitter, "--out", jsonl, "--spans", "300"},
-                  20);
+  const EmitterRun e = run_emitter(tmp, "FAULT_DAEMON_EMITTER", {}, {"--spans", "300"}, 20);
   const int64_t returned_at = mono_now();
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
+  INFO("spanring run: ", e.run.describe());
 
   // Who was who.
   std::map<std::string, json> role;
-  for (const json& j : read_jsonl(jsonl)) role[j.at("role").get<std::string>()] = j;
-  REQUIRE_MESSAGE(role.count("top") == 1, "no line from top in ", jsonl);
-  REQUIRE_MESSAGE(role.count("mid") == 1, "no line from mid in ", jsonl);
+  for (const json& j : e.emitted) role[j.at("role").get<std::string>()] = j;
+  REQUIRE_MESSAGE(role.count("top") == 1, "no line from top in ", e.jsonl);
+  REQUIRE_MESSAGE(role.count("mid") == 1, "no line from mid in ", e.jsonl);
   REQUIRE_MESSAGE(role.count("grandchild") == 1,
                   "the grandchild wrote no line: it never ran to its end");
   const json& top = role["top"];
@@ -101,7 +89,7 @@ TEST_CASE("a setsid double-fork grandchild that traces after its parents exit is
   CHECK(gc.at("sid").get<uint64_t>() == mid_pid);
   CHECK(top.at("sid").get<uint64_t>() != mid_pid);
   CHECK(gc.at("ppid_before_wait").get<uint64_t>() == mid_pid);
-  const std::optional<uint64_t> run_pid = spanring_pid(run.err);
+  const std::optional<uint64_t> run_pid = spanring_pid(e.run.err);
   REQUIRE_MESSAGE(run_pid.has_value(), "no 'spanring: segment spanring-<pid>-...' line");
   CHECK_MESSAGE(gc.at("ppid").get<uint64_t>() == *run_pid,
                 "the orphaned grandchild's parent is ", gc.at("ppid").get<uint64_t>(),
@@ -115,16 +103,16 @@ TEST_CASE("a setsid double-fork grandchild that traces after its parents exit is
 
   // Every line, the summary, then who wrote what.
   std::map<std::string, std::map<Owner, uint64_t>> got;
-  const TraceFacts facts = scan_trace(out, [&got](const SpanLine& s, uint64_t) {
+  const TraceFacts facts = scan_trace(e.out, [&got](const SpanLine& s, uint64_t) {
     ++got[s.name][{s.pid, s.tid}];
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
-  CHECK(summary->dropped == 0);
-  CHECK(summary->unfinished == 0);
+  CHECK(e.summary.dropped == 0);
+  CHECK(e.summary.unfinished == 0);
   CHECK(facts.drops.empty());
-  CHECK(summary->processes == 3);
-  CHECK(summary->threads == 4);
+  CHECK(e.summary.processes == 3);
+  CHECK(e.summary.threads == 4);
 
   std::map<std::string, std::map<Owner, uint64_t>> want;
   for (const json* j : {&top, &mid, &gc}) {

@@ -137,36 +137,25 @@ std::vector<std::string> reconcile_unfinished(const Expectations& e,
   return p;
 }
 
-struct DyingRun {
-  RunResult run;
-  std::optional<Summary> summary;
+struct DyingRun : EmitterRun {
   TraceFacts facts;
   json coordinator;
   std::vector<json> children;
   std::map<std::string, std::map<Owner, uint64_t>> got;  // name -> (pid, tid) -> records
-  std::string out;
 };
 
 void run_dying(const TempDir& tmp, int procs, int parallel, int rings, const std::string& modes,
                DyingRun& r) {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_DYING_EMITTER");
-  r.out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-  r.run = run_process({spanring, "run", "-o", r.out, "--rings", std::to_string(rings), "--",
-                       emitter, "--out", jsonl, "--procs", std::to_string(procs), "--parallel",
-                       std::to_string(parallel), "--modes", modes},
-                      stress() ? 280 : 40);
+  static_cast<EmitterRun&>(r) = run_emitter(
+      tmp, "FAULT_DYING_EMITTER", {"--rings", std::to_string(rings)},
+      {"--procs", std::to_string(procs), "--parallel", std::to_string(parallel), "--modes", modes},
+      stress() ? 280 : 40);
   INFO("spanring run: ", r.run.describe());
-  REQUIRE_FALSE(r.run.timed_out);
-  REQUIRE(r.run.exit_code == 0);
-  r.summary = parse_summary(r.run.err);
-  REQUIRE(r.summary.has_value());
-  for (json& j : read_jsonl(jsonl)) {
+  for (const json& j : r.emitted) {
     if (j.at("role") == "coordinator") {
-      r.coordinator = std::move(j);
+      r.coordinator = j;
     } else {
-      r.children.push_back(std::move(j));
+      r.children.push_back(j);
     }
   }
   REQUIRE_MESSAGE(r.coordinator.is_object(), "no line from the coordinator");
@@ -190,7 +179,7 @@ TEST_CASE("processes that return, _exit or are SIGKILLed with spans open lose no
   const json& co = r.coordinator;
   INFO("coordinator: ", co.dump());
 
-  const std::vector<std::string> inv = invariant_problems(r.facts, *r.summary, r.run.err, r.out);
+  const std::vector<std::string> inv = invariant_problems(r.facts, r.summary, r.run.err, r.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   // Each child ended the way its mode says.
@@ -232,7 +221,7 @@ TEST_CASE("processes that return, _exit or are SIGKILLed with spans open lose no
   // Open spans: reported once each, on [SPANRING_UNFINISHED] lines, and counted.
   const std::vector<std::string> unf = reconcile_unfinished(e, r.facts.unfinished);
   CHECK_MESSAGE(unf.empty(), describe(unf));
-  CHECK(r.summary->unfinished == e.unfinished_total);
+  CHECK(r.summary.unfinished == e.unfinished_total);
   CHECK(r.facts.unfinished_total() == e.unfinished_total);
   for (const char* open_name : {"die.open.outer", "die.open.inner"}) {
     CHECK_MESSAGE(r.facts.spans(open_name) == 0, open_name, " was open at the kill but is "
@@ -240,12 +229,12 @@ TEST_CASE("processes that return, _exit or are SIGKILLed with spans open lose no
   }
 
   // Rings: 16 for 200 processes, so each was reused; none was missing, none leaked.
-  CHECK_MESSAGE(r.summary->dropped == 0, "dropped=", r.summary->dropped,
+  CHECK_MESSAGE(r.summary.dropped == 0, "dropped=", r.summary.dropped,
                 " (no_ring: ", r.facts.dropped_with_reason("no_ring"),
                 "): a child found no ring although the coordinator started it only when one was "
                 "free: rings of dead processes are not freed, or freed too late");
   CHECK(r.facts.drops.empty());
-  CHECK(r.summary->processes == static_cast<uint64_t>(procs));
+  CHECK(r.summary.processes == static_cast<uint64_t>(procs));
   CHECK(co.at("rings").get<uint64_t>() == static_cast<uint64_t>(kRings));
   CHECK_MESSAGE(co.at("rings_free_at_end") == co.at("rings"), "rings still taken 10 s after "
                 "the last child was reaped (of pids ", co.at("rings_never_freed_of").dump(), ")");
@@ -278,7 +267,7 @@ TEST_CASE("an open span whose name is longer than the ring keeps is reported cut
   DyingRun r;
   run_dying(tmp, 2, 2, 4, "names", r);
   INFO("spanring run: ", r.run.describe());
-  const std::vector<std::string> inv = invariant_problems(r.facts, *r.summary, r.run.err, r.out);
+  const std::vector<std::string> inv = invariant_problems(r.facts, r.summary, r.run.err, r.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
   const Expectations e = expectations_of(r.children);
   REQUIRE(e.open.size() == 8);
@@ -299,7 +288,7 @@ TEST_CASE("an open span whose name is longer than the ring keeps is reported cut
   }
   const std::vector<std::string> unf = reconcile_unfinished(e, r.facts.unfinished);
   CHECK_MESSAGE(unf.empty(), describe(unf));
-  CHECK(r.summary->unfinished == e.unfinished_total);
+  CHECK(r.summary.unfinished == e.unfinished_total);
 }
 
 }  // TEST_SUITE

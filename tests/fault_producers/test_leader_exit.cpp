@@ -20,31 +20,20 @@ TEST_SUITE("fault") {
 
 TEST_CASE("a process whose main thread called pthread_exit keeps its other threads' rings and "
           "records") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_LEADER_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--", emitter, "--out", jsonl}, 20);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  const EmitterRun e = run_emitter(tmp, "FAULT_LEADER_EMITTER", {}, {}, 20);
+  INFO("spanring run: ", e.run.describe());
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   INFO("emitter: ", em.dump());
   const uint64_t pid = em.at("pid").get<uint64_t>();
 
   std::map<std::string, std::map<uint64_t, uint64_t>> got;  // name -> tid -> records
-  const TraceFacts facts = scan_trace(out, [&](const SpanLine& s, uint64_t) {
+  const TraceFacts facts = scan_trace(e.out, [&](const SpanLine& s, uint64_t) {
     CHECK(s.pid == pid);
     ++got[s.name][s.tid];
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   CHECK_MESSAGE(em.at("ring_lost_while_alive").empty(),
@@ -63,14 +52,14 @@ TEST_CASE("a process whose main thread called pthread_exit keeps its other threa
   }
   CHECK_MESSAGE(facts.unfinished.empty(), facts.unfinished.size(), " [SPANRING_UNFINISHED] "
                 "line(s), but no span was open when the process ended");
-  CHECK(summary->unfinished == 0);
-  CHECK(summary->dropped == 0);
+  CHECK(e.summary.unfinished == 0);
+  CHECK(e.summary.dropped == 0);
   uint64_t emitted = 0;
   for (const auto& [name, n] : em.at("counts").items()) emitted += n.get<uint64_t>();
-  CHECK_MESSAGE(summary->written + summary->dropped == emitted, "written ", summary->written,
-                " + dropped ", summary->dropped, " != emitted ", emitted,
+  CHECK_MESSAGE(e.summary.written + e.summary.dropped == emitted, "written ", e.summary.written,
+                " + dropped ", e.summary.dropped, " != emitted ", emitted,
                 ": records lost without being counted");
-  CHECK(run.err.find("quarantined") == std::string::npos);
+  CHECK(e.run.err.find("quarantined") == std::string::npos);
 }
 
 }  // TEST_SUITE
@@ -79,25 +68,14 @@ TEST_SUITE("fault") {
 
 TEST_CASE("a ring held by a thread of a process whose main thread exited is not given to "
           "another thread") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_LEADER_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-
   // One ring: the worker holds it for its whole life (with a span open in it); the thread it
   // starts half-way must find no ring and lose its 50 records as no_ring drops.
-  const RunResult run = run_process({spanring, "run", "-o", out, "--rings", "1", "--", emitter,
-                                     "--out", jsonl, "--intruder", "1"},
-                                    20);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  const EmitterRun e =
+      run_emitter(tmp, "FAULT_LEADER_EMITTER", {"--rings", "1"}, {"--intruder", "1"}, 20);
+  INFO("spanring run: ", e.run.describe());
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   INFO("emitter: ", em.dump());
   const uint64_t worker_tid = em.at("tids").at("worker0").get<uint64_t>();
   const uint64_t intruder_tid = em.at("tids").at("leader.intruder").get<uint64_t>();
@@ -105,10 +83,10 @@ TEST_CASE("a ring held by a thread of a process whose main thread exited is not 
   const uint64_t worker_records = em.at("counts").at("leader.worker").get<uint64_t>() + 1;
 
   std::map<uint64_t, uint64_t> written_by_tid;
-  const TraceFacts facts = scan_trace(out, [&](const SpanLine& s, uint64_t) {
+  const TraceFacts facts = scan_trace(e.out, [&](const SpanLine& s, uint64_t) {
     ++written_by_tid[s.tid];
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   CHECK_MESSAGE(em.at("intruder_stored").get<uint64_t>() == 0,
@@ -121,10 +99,10 @@ TEST_CASE("a ring held by a thread of a process whose main thread exited is not 
   CHECK_MESSAGE(facts.dropped_with_reason("no_ring") == intruder_spans,
                 "no_ring drops: ", facts.dropped_with_reason("no_ring"), ", the intruder emitted ",
                 intruder_spans, " with no ring free");
-  CHECK(summary->dropped == intruder_spans);
-  CHECK(summary->written == worker_records);
-  CHECK(summary->unfinished == 0);
-  CHECK_MESSAGE(run.err.find("quarantined") == std::string::npos,
+  CHECK(e.summary.dropped == intruder_spans);
+  CHECK(e.summary.written == worker_records);
+  CHECK(e.summary.unfinished == 0);
+  CHECK_MESSAGE(e.run.err.find("quarantined") == std::string::npos,
                 "a ring was quarantined (two producers wrote into it)");
 }
 

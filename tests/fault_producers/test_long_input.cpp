@@ -166,32 +166,21 @@ TEST_SUITE("fault") {
 
 TEST_CASE("over-long names and attributes and every byte value are encoded and cut exactly as "
           "the spec says") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_LONG_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--", emitter, "--out", jsonl, "--mode", "cases"},
-                  20);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);  // never aborts
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  // run_emitter REQUIREs exit 0: the emitter never aborts.
+  const EmitterRun e = run_emitter(tmp, "FAULT_LONG_EMITTER", {}, {"--mode", "cases"}, 20);
+  INFO("spanring run: ", e.run.describe());
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   const uint64_t pid = em.at("pid").get<uint64_t>();
   const uint64_t tid = em.at("tid").get<uint64_t>();
 
-  const TraceFacts facts = scan_trace(out);
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const TraceFacts facts = scan_trace(e.out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   const std::vector<Expected> want = expected_cases(em.at("emitted"));
-  const std::vector<Event> got = events_of(out, pid, tid);
+  const std::vector<Event> got = events_of(e.out, pid, tid);
   const std::vector<std::string> diff = compare_cases(want, got);
   CHECK_MESSAGE(diff.empty(), describe(diff, 40));
 
@@ -199,8 +188,8 @@ TEST_CASE("over-long names and attributes and every byte value are encoded and c
   uint64_t invalid = 0;
   for (const Expected& w : want) invalid += w.invalid ? 1 : 0;
   CHECK(invalid == 7);  // name_empty x3, name_starts_nul x3, name_null x1
-  CHECK(summary->written == want.size() - invalid);
-  CHECK(summary->dropped == invalid);
+  CHECK(e.summary.written == want.size() - invalid);
+  CHECK(e.summary.dropped == invalid);
   CHECK(facts.dropped_with_reason("invalid") == invalid);
   // emit() says whether it stored the record.
   for (size_t k = 0; k < want.size(); ++k) {
@@ -253,11 +242,7 @@ TEST_CASE("over-long names and attributes and every byte value are encoded and c
 
 TEST_CASE("a record larger than the free room of a full 16-slot ring is dropped whole and "
           "counted, never published in part") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_LONG_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
 
   // The records' shapes, as the emitter builds them: the cycle's slot counts are real.
   for (uint64_t s = 0; s < 100; ++s) {
@@ -265,18 +250,12 @@ TEST_CASE("a record larger than the free room of a full 16-slot ring is dropped 
     REQUIRE(long_cases::slots_for(r.name.size(), r.attrs.size()) == long_cases::tiny_slots(s));
   }
 
-  const RunResult run = run_process({spanring, "run", "-o", out, "--ring-records", "16", "--",
-                                     emitter, "--out", jsonl, "--mode", "tiny"},
-                                    25);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  CHECK_MESSAGE(run.err.find("16 slots") != std::string::npos, "the ring is not 16 slots");
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  const EmitterRun e =
+      run_emitter(tmp, "FAULT_LONG_EMITTER", {"--ring-records", "16"}, {"--mode", "tiny"}, 25);
+  INFO("spanring run: ", e.run.describe());
+  CHECK_MESSAGE(e.run.err.find("16 slots") != std::string::npos, "the ring is not 16 slots");
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   const uint64_t pid = em.at("pid").get<uint64_t>();
   const uint64_t tid = em.at("tid").get<uint64_t>();
   const uint64_t emitted = em.at("emitted").get<uint64_t>();
@@ -296,7 +275,7 @@ TEST_CASE("a record larger than the free room of a full 16-slot ring is dropped 
   // Every record written is whole: its name and attrs are exactly those of its s.
   std::vector<std::string> bad;
   std::vector<uint64_t> written;
-  const TraceFacts facts = scan_trace(out, [&](const SpanLine& sp, uint64_t line_no) {
+  const TraceFacts facts = scan_trace(e.out, [&](const SpanLine& sp, uint64_t line_no) {
     const auto s = attr_u64(sp, "s");  // the first token; the padding holds no space
     if (sp.pid != pid || sp.tid != tid || !s || *s >= emitted) {
       bad.push_back("line " + std::to_string(line_no) + ": a record of no emitted s: " +
@@ -316,7 +295,7 @@ TEST_CASE("a record larger than the free room of a full 16-slot ring is dropped 
     written.push_back(*s);
   });
   CHECK_MESSAGE(bad.empty(), describe(bad));
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   // The drop lines name exactly the records emit() refused; with the written ones they cover
@@ -340,10 +319,10 @@ TEST_CASE("a record larger than the free room of a full 16-slot ring is dropped 
     const std::vector<uint64_t> fewer(written.begin() + 1, written.end());
     CHECK_FALSE(coverage_problems(fewer, reported, refused, emitted).empty());
   }
-  CHECK(summary->written == emitted - refused.size());
-  CHECK(summary->dropped == refused.size());
-  MESSAGE("16-slot ring: ", emitted, " records emitted, ", summary->written, " written, ",
-          summary->dropped, " dropped on ", facts.drops.size(), " lines; ",
+  CHECK(e.summary.written == emitted - refused.size());
+  CHECK(e.summary.dropped == refused.size());
+  MESSAGE("16-slot ring: ", emitted, " records emitted, ", e.summary.written, " written, ",
+          e.summary.dropped, " dropped on ", facts.drops.size(), " lines; ",
           em.at("five_slot_refused").get<uint64_t>(), " five-slot records refused; ",
           em.at("edge_refusals").get<uint64_t>(), " refusals with 1..need-1 slots free");
 }

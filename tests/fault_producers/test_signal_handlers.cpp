@@ -63,50 +63,33 @@ std::vector<std::string> reconcile(const json& threads,
   return p;
 }
 
-struct SignalRun {
-  RunResult run;
-  std::optional<Summary> summary;
+struct SignalRun : EmitterRun {
   TraceFacts facts;
-  json emitted;
 };
 
 // Runs the emitter under `spanring run <ring_opts>` and checks everything but drop reasons.
 void run_and_reconcile(const std::vector<std::string>& ring_opts, const std::string& spans,
                        SignalRun& r) {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_SIGNAL_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-  std::vector<std::string> argv = {spanring, "run", "-o", out};
-  argv.insert(argv.end(), ring_opts.begin(), ring_opts.end());
-  for (const std::string& a : {std::string("--"), emitter, std::string("--out"), jsonl,
-                               std::string("--spans"), spans}) {
-    argv.push_back(a);
-  }
-
-  r.run = run_process(argv, 25);
+  // run_emitter REQUIREs that the run did not time out (a deadlock in a handler ends there) and
+  // exited 0 (a crash does not: spanring run exits 128 + signal).
+  static_cast<EmitterRun&>(r) = run_emitter(tmp, "FAULT_SIGNAL_EMITTER", ring_opts,
+                                            {"--spans", spans}, 25);
   INFO("spanring run: ", r.run.describe());
-  REQUIRE_FALSE(r.run.timed_out);  // a deadlock in a handler ends here
-  REQUIRE(r.run.exit_code == 0);   // a crash too (spanring run exits 128 + signal)
-  r.summary = parse_summary(r.run.err);
-  REQUIRE(r.summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  r.emitted = lines[0];
-  const json& em = r.emitted;
+  REQUIRE(r.emitted.size() == 1);
+  const json& em = r.emitted[0];
   INFO("emitter: ", em.dump());
   const uint64_t pid = em.at("pid").get<uint64_t>();
 
   std::map<uint64_t, std::map<std::string, uint64_t>> got;
   uint64_t foreign = 0;
-  r.facts = scan_trace(out, [&](const SpanLine& s, uint64_t) {
+  r.facts = scan_trace(r.out, [&](const SpanLine& s, uint64_t) {
     if (s.pid != pid) ++foreign;
     ++got[s.tid][s.name];
   });
   const TraceFacts& facts = r.facts;
-  const Summary& summary = *r.summary;
-  const std::vector<std::string> inv = invariant_problems(facts, summary, r.run.err, out);
+  const Summary& summary = r.summary;
+  const std::vector<std::string> inv = invariant_problems(facts, summary, r.run.err, r.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
   CHECK(foreign == 0);
   CHECK(summary.unfinished == 0);
@@ -187,7 +170,7 @@ TEST_CASE("a handler's record refused because its thread was inside the producer
   run_and_reconcile({"--rings", "3", "--ring-records", std::to_string(kSlots)}, "50000", r);
   INFO("spanring run: ", r.run.describe());
   uint64_t most_slots = 0;
-  for (const json& t : r.emitted.at("threads")) {
+  for (const json& t : r.emitted[0].at("threads")) {
     uint64_t n = 0;
     for (const auto& [name, c] : t.at("counts").items()) n += c.get<uint64_t>();
     most_slots = std::max<uint64_t>(most_slots, 2 * n);  // every record here takes 1 or 2 slots

@@ -46,24 +46,13 @@ TEST_SUITE("fault") {
 
 TEST_CASE("posix_spawn, vfork+execve and system() children trace under their own pids and a "
           "vfork child's spans before exec are dropped as reason=vfork") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_SPAWN_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
-
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--", emitter, "--out", jsonl, "--spans", "150"},
-                  20);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
+  const EmitterRun e = run_emitter(tmp, "FAULT_SPAWN_EMITTER", {}, {"--spans", "150"}, 20);
+  INFO("spanring run: ", e.run.describe());
 
   json parent;
   std::map<std::string, json> child;  // how -> line
-  for (const json& j : read_jsonl(jsonl)) {
+  for (const json& j : e.emitted) {
     if (j.at("role") == "parent") {
       parent = j;
     } else {
@@ -87,10 +76,10 @@ TEST_CASE("posix_spawn, vfork+execve and system() children trace under their own
   CHECK(child["vfork"].at("pid") == parent.at("children").at("vfork"));
 
   std::map<std::string, std::map<Owner, uint64_t>> got;
-  const TraceFacts facts = scan_trace(out, [&got](const SpanLine& s, uint64_t) {
+  const TraceFacts facts = scan_trace(e.out, [&got](const SpanLine& s, uint64_t) {
     ++got[s.name][{s.pid, s.tid}];
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   // Exact counts, per name and per (pid, tid).
@@ -131,11 +120,11 @@ TEST_CASE("posix_spawn, vfork+execve and system() children trace under their own
     CHECK(d.pid == 0);
     CHECK(d.tid == 0);
   }
-  CHECK_MESSAGE(summary->dropped == pre_exec, "dropped=", summary->dropped,
+  CHECK_MESSAGE(e.summary.dropped == pre_exec, "dropped=", e.summary.dropped,
                 ": only the vfork child's pre-exec spans may be dropped");
-  CHECK(summary->written + summary->dropped == emitted + pre_exec);
-  CHECK(summary->unfinished == 0);
-  CHECK(summary->processes == 4);
+  CHECK(e.summary.written + e.summary.dropped == emitted + pre_exec);
+  CHECK(e.summary.unfinished == 0);
+  CHECK(e.summary.processes == 4);
 
   // Negative controls: a pre-exec record in the parent's ring (what happens without the vfork
   // guard), one vfork drop fewer, or no vfork line at all are each caught.

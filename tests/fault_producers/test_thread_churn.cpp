@@ -71,25 +71,15 @@ std::vector<std::string> reconcile_threads(const std::vector<uint64_t>& emitted,
 TEST_SUITE("fault") {
 
 TEST_CASE("short-lived threads reuse released rings and every record is written or counted") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_CHURN_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
   const std::string threads = stress() ? "100000" : "20000";
 
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--rings", "256", "--", emitter, "--mode", "churn",
-                   "--out", jsonl, "--threads", threads, "--alive", "64"},
-                  stress() ? 280 : 40);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  const EmitterRun e = run_emitter(tmp, "FAULT_CHURN_EMITTER", {"--rings", "256"},
+                                   {"--mode", "churn", "--threads", threads, "--alive", "64"},
+                                   stress() ? 280 : 40);
+  INFO("spanring run: ", e.run.describe());
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   const uint64_t pid = em.at("pid").get<uint64_t>();
   const auto emitted = em.at("per_thread").get<std::vector<uint64_t>>();
   const auto stored = em.at("stored_emits").get<std::vector<uint64_t>>();
@@ -100,7 +90,7 @@ TEST_CASE("short-lived threads reuse released rings and every record is written 
   got.written.assign(emitted.size(), 0);
   got.written_emits.assign(emitted.size(), 0);
   std::map<std::string, uint64_t> written_by_name;
-  const TraceFacts facts = scan_trace(out, [&](const SpanLine& s, uint64_t line_no) {
+  const TraceFacts facts = scan_trace(e.out, [&](const SpanLine& s, uint64_t line_no) {
     const auto t = attr_u64(s, "t");
     const auto a = attr_value(s.attrs, "a");
     const bool ok = t && *t < emitted.size() && s.pid == pid && s.tid == tids[*t] &&
@@ -117,21 +107,21 @@ TEST_CASE("short-lived threads reuse released rings and every record is written 
     got.written_emits[*t] += *a == "e" ? 1 : 0;
     ++written_by_name[s.name];
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   const uint64_t no_ring = facts.dropped_with_reason("no_ring");
   uint64_t ringless = 0;
   const std::vector<std::string> rec = reconcile_threads(emitted, stored, got, no_ring, &ringless);
   CHECK_MESSAGE(rec.empty(), describe(rec));
-  MESSAGE(threads, " threads, 64 alive at most, 256 rings: ", summary->written, " written, ",
+  MESSAGE(threads, " threads, 64 alive at most, 256 rings: ", e.summary.written, " written, ",
           no_ring, " no_ring drops (", ringless, " thread(s) found no free ring), ",
           facts.drop_lines_with_reason("no_ring"), " no_ring line(s)");
   // The only loss possible here is no_ring: no thread fills its ring.
   CHECK_MESSAGE(facts.dropped_by_owner().empty(), "drops attributed to a thread's ring: a "
                 "thread's 200 slots cannot fill a 4096-slot ring");
-  CHECK(summary->dropped == no_ring);
-  CHECK(summary->unfinished == 0);
+  CHECK(e.summary.dropped == no_ring);
+  CHECK(e.summary.unfinished == 0);
 
   // Per name: written + dropped == emitted, the dropped ones being the ringless threads'.
   uint64_t emitted_total = 0;
@@ -144,7 +134,7 @@ TEST_CASE("short-lived threads reuse released rings and every record is written 
                   written_by_name[name], " + dropped ", lost, " != emitted ", n.get<uint64_t>());
     emitted_total += n.get<uint64_t>();
   }
-  CHECK(summary->written + summary->dropped == emitted_total);
+  CHECK(e.summary.written + e.summary.dropped == emitted_total);
 
   // Negative controls: a thread missing one record, a lost thread not counted as no_ring, and
   // a written record emit() said it dropped are each caught.
@@ -171,28 +161,19 @@ TEST_CASE("short-lived threads reuse released rings and every record is written 
 }
 
 TEST_CASE("threads beyond the ring count lose their records as no_ring drops without a crash") {
-  const std::string spanring = exe_from_env("SPANRING_EXE");
-  const std::string emitter = exe_from_env("FAULT_CHURN_EMITTER");
   TempDir tmp;
-  const std::string out = tmp.file("out.strace");
-  const std::string jsonl = tmp.file("emitted.jsonl");
   constexpr uint64_t kRings = 8;
   constexpr uint64_t kThreads = 32;
   constexpr uint64_t kSpans = 100;  // emits per thread, plus its held span
 
-  const RunResult run =
-      run_process({spanring, "run", "-o", out, "--rings", std::to_string(kRings), "--", emitter,
-                   "--mode", "noring", "--out", jsonl, "--threads", std::to_string(kThreads),
-                   "--spans", std::to_string(kSpans)},
-                  20);
-  INFO("spanring run: ", run.describe());
-  REQUIRE_FALSE(run.timed_out);
-  REQUIRE(run.exit_code == 0);
-  const std::optional<Summary> summary = parse_summary(run.err);
-  REQUIRE(summary.has_value());
-  const std::vector<json> lines = read_jsonl(jsonl);
-  REQUIRE(lines.size() == 1);
-  const json& em = lines[0];
+  const EmitterRun e = run_emitter(
+      tmp, "FAULT_CHURN_EMITTER", {"--rings", std::to_string(kRings)},
+      {"--mode", "noring", "--threads", std::to_string(kThreads), "--spans",
+       std::to_string(kSpans)},
+      20);
+  INFO("spanring run: ", e.run.describe());
+  REQUIRE(e.emitted.size() == 1);
+  const json& em = e.emitted[0];
   const uint64_t pid = em.at("pid").get<uint64_t>();
   const auto emitted = em.at("per_thread").get<std::vector<uint64_t>>();
   const auto stored = em.at("stored_emits").get<std::vector<uint64_t>>();
@@ -202,7 +183,7 @@ TEST_CASE("threads beyond the ring count lose their records as no_ring drops wit
   ThreadCounts got;
   got.written.assign(kThreads, 0);
   got.written_emits.assign(kThreads, 0);
-  const TraceFacts facts = scan_trace(out, [&](const SpanLine& s, uint64_t line_no) {
+  const TraceFacts facts = scan_trace(e.out, [&](const SpanLine& s, uint64_t line_no) {
     const auto t = attr_u64(s, "t");
     const bool ok = t && *t < kThreads && s.pid == pid && s.tid == tids[*t] &&
                     (s.name == "noring.hold" || s.name == "noring.emit");
@@ -213,7 +194,7 @@ TEST_CASE("threads beyond the ring count lose their records as no_ring drops wit
     ++got.written[*t];
     got.written_emits[*t] += s.name == "noring.emit" ? 1 : 0;
   });
-  const std::vector<std::string> inv = invariant_problems(facts, *summary, run.err, out);
+  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
   CHECK_MESSAGE(inv.empty(), describe(inv));
 
   const uint64_t no_ring = facts.dropped_with_reason("no_ring");
@@ -232,11 +213,11 @@ TEST_CASE("threads beyond the ring count lose their records as no_ring drops wit
     CHECK(d.pid == 0);
     CHECK(d.tid == 0);
   }
-  CHECK(summary->written == kRings * (kSpans + 1));
-  CHECK(summary->dropped == (kThreads - kRings) * (kSpans + 1));
-  CHECK(summary->threads == kRings);
-  CHECK(summary->processes == 1);
-  CHECK(summary->unfinished == 0);
+  CHECK(e.summary.written == kRings * (kSpans + 1));
+  CHECK(e.summary.dropped == (kThreads - kRings) * (kSpans + 1));
+  CHECK(e.summary.threads == kRings);
+  CHECK(e.summary.processes == 1);
+  CHECK(e.summary.unfinished == 0);
 }
 
 }  // TEST_SUITE
