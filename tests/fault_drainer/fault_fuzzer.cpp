@@ -34,6 +34,8 @@
 #include <spanring/segment_layout.h>
 #include <spanring/segment_view.h>
 
+#include <CLI/CLI.hpp>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -64,22 +66,6 @@ struct Options {
 void sleep_us(long us) {
   const struct timespec ts = {0, us * 1000};
   ::nanosleep(&ts, nullptr);
-}
-
-bool parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (a == "--segment") o.segment = v;
-    else if (a == "--pid") o.pid = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (a == "--tid") o.tid = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
-    else if (a == "--mode") o.mode = v;
-    else if (a == "--seconds") o.seconds = std::strtod(v, nullptr);
-    else if (a == "--seed") o.seed = std::strtoull(v, nullptr, 10);
-    else return false;
-  }
-  return !o.segment.empty() && o.pid != 0 && o.tid != 0 && !o.mode.empty();
 }
 
 class Fuzzer {
@@ -229,10 +215,18 @@ class Fuzzer {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse_args(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s --segment NAME --pid PID --tid TID --mode MODE "
-                         "[--seconds S] [--seed N]\n", argv[0]);
-    return 2;
+  CLI::App app{"fault_fuzzer: writes garbage into one ring of a live segment (see the file)"};
+  app.add_option("--segment", o.segment, "segment name (SPANRING_SEGMENT)")->required();
+  app.add_option("--pid", o.pid, "pid of the victim ring's owner")->required();
+  app.add_option("--tid", o.tid, "tid of the victim ring's owner")->required();
+  app.add_option("--mode", o.mode, "the kind of garbage (see the file)")->required();
+  app.add_option("--seconds", o.seconds, "how long to attack")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // bad usage, as the header says (CLI11's own codes would collide with 3)
   }
   const int fd = ::shm_open(o.segment.c_str(), O_RDWR, 0);
   struct stat st {};
