@@ -228,8 +228,15 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
   // What this owner dropped and did not get reported is lost with the ring: count what we can
   // (the published records past our read position are counted by the ring's drop line below
   // only as far as the drop counter tells; the rest is unknowable in a corrupt ring).
+  // A counter that went backwards, or whose range would run past sequence number 2^64 - 1,
+  // is part of the corruption and tells nothing: then nothing is reported from it.
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
-  const uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
+  uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
+  if (lost != 0 && lost - 1 > UINT64_MAX - rs.next_seq) {
+    std::fprintf(stderr, "spanring: ring %u: its drop counter %llu is corrupt too; its drops "
+                 "are not reported\n", index, static_cast<unsigned long long>(drops));
+    lost = 0;
+  }
   if (lost != 0) drops_line(rs, lost, rs.next_seq, rs.next_seq + lost - 1, DropReason::kCorrupt);
   rs.drops_reported += lost;
   mark_dirty(index, rs);
@@ -264,6 +271,12 @@ void Drainer::finish_owner(uint32_t index, RingState& rs) {
   // record and the spans it left open, then free the ring once this buffer is committed.
   const RingHeader& r = view_.ring(index);
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
+  if (drops > rs.drops_reported && drops - rs.drops_reported - 1 > UINT64_MAX - rs.next_seq) {
+    // Its drops would run the owner's sequence numbers past 2^64: no producer gets there.
+    quarantine(index, rs, "drop counter " + std::to_string(drops) + " is past any sequence " +
+                              "number (" + std::to_string(rs.next_seq) + " next)");
+    return;
+  }
   if (drops > rs.drops_reported) {
     const uint64_t n = drops - rs.drops_reported;
     drops_line(rs, n, rs.next_seq, rs.next_seq + n - 1, DropReason::kRingFull);
@@ -310,11 +323,26 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       quarantine(index, rs, why);
       return;
     }
-    char* p = reserve(record_room_);
-    char* const start = p;
     const RecordHeader& h = rec.header;
     if (h.seq > rs.next_seq) {
-      // A gap: the producer found the ring full for these records.
+      // A gap: the producer found the ring full for these records. It counted each of them in
+      // drops (release) before it published this record's head (release), which we acquired:
+      // a gap the counter does not cover is a corrupt sequence number, not a loss to report.
+      const uint64_t n = h.seq - rs.next_seq;
+      const uint64_t drops = r.drops.load(std::memory_order_acquire);
+      if (drops < rs.drops_reported || n > drops - rs.drops_reported) {
+        quarantine(index, rs,
+                   "record at slot " + std::to_string(reader.position() - h.slots) +
+                       " skips " + std::to_string(n) + " sequence numbers (from " +
+                       std::to_string(rs.next_seq) + "), more than its drop counter (" +
+                       std::to_string(drops) + ", " + std::to_string(rs.drops_reported) +
+                       " reported) covers");
+        return;
+      }
+    }
+    char* p = reserve(record_room_);
+    char* const start = p;
+    if (h.seq > rs.next_seq) {
       const uint64_t n = h.seq - rs.next_seq;
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, n, rs.next_seq, h.seq - 1,
                                      DropReason::kRingFull});

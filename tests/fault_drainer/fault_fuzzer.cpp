@@ -23,6 +23,10 @@
 //   header_random     random bytes anywhere in the ring header (owner, generation, counters,
 //                     open spans...) and the slots: the drainer need not notice all of it, but
 //                     must survive it
+//   seq_gap_uncounted a well-formed record whose sequence number skips records the ring's drop
+//                     counter never counted (a gap no producer can make)
+//   drops_wrap        the ring's drop counter near 2^64, so that its drops would run past the
+//                     last sequence number
 //   header_geometry   random values in the SEGMENT header's geometry (ring count and capacity,
 //                     the ring table, journal and slot offsets, the size, journal_count), and
 //                     the victim's ring-table entry pushed out of bounds (head far ahead, state
@@ -155,6 +159,14 @@ class Fuzzer {
       for (int i = 0; i < 8; ++i) bytes[rng_() % sizeof(RingHeader)] = static_cast<unsigned char>(rng_());
       random_bytes(slot(tail0_ + rng_() % cap_), kSlotBytes);
       if (rng_() % 4 == 0) publish(tail0_ + rng_() % (2 * cap_));
+    } else if (mode == "seq_gap_uncounted") {
+      RecordHeader rec = plausible(1);
+      rec.seq = seq0_ + 2 + rng_() % 1000;
+      put(tail0_, rec);
+      publish(tail0_ + 1);
+    } else if (mode == "drops_wrap") {
+      // release: as the owner publishes its counter.
+      r_.drops.store(~uint64_t{0} - rng_() % 16, std::memory_order_release);
     } else if (mode == "header_geometry") {
       // Each field at a time either a huge value or one plausible but wrong.
       auto value = [this](uint64_t plausible) {

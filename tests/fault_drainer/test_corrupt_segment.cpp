@@ -204,6 +204,14 @@ TEST_CASE("random bytes anywhere in a ring's header (header_random) neither cras
   corrupt_one_ring("header_random", Expect::kSurvive);
 }
 
+TEST_CASE("a record whose sequence number skips records its drop counter never counted (seq_gap_uncounted) gets its ring quarantined, not reported as a loss") {
+  corrupt_one_ring("seq_gap_uncounted", Expect::kQuarantine);
+}
+
+TEST_CASE("a drop counter that would run past the last sequence number (drops_wrap) gets its ring quarantined and never a drop range that wraps") {
+  corrupt_one_ring("drops_wrap", Expect::kQuarantine);
+}
+
 TEST_CASE("a segment header whose geometry is rewritten while the drainer runs (header_geometry) is reported, never followed, and only the attacked ring is quarantined") {
   // Every ring, slot and journal access of the drainer goes through the geometry it validated
   // at open: under ASan a single access computed from the rewritten offsets fails the test.
