@@ -144,9 +144,13 @@ void UringWriter::run() {
       if (stop_.load(std::memory_order_acquire) && todo_.size_approx() == 0) return;
       continue;
     }
-    // A sync marker runs once everything before it is retired.
-    if (q.front().buffer->sync && !q.front().submitted && !q.front().complete)
-      submit_sync(q.front());
+    // A sync marker runs once everything before it is retired. fsync applies to files and
+    // block devices only: on a pipe, FIFO, terminal or /dev/null it fails with EINVAL, which
+    // is no write error (the bytes are already with the reader), so the marker just completes.
+    if (q.front().buffer->sync && !q.front().submitted && !q.front().complete) {
+      if (seekable_) submit_sync(q.front());
+      else q.front().complete = true;
+    }
     bool in_flight = false;
     for (auto& f : q) {  // writes that found the submission queue full go now
       if (!f.submitted && !f.buffer->sync && !f.complete) submit_write(f);

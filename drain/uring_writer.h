@@ -42,7 +42,8 @@ struct Buffer {
   uint64_t vfork_reported = 0;
   bool failed = false;  // set by the writer: not (entirely) in the file
   bool sync = false;    // a flush marker: no data; the writer fsyncs once every earlier
-                        // buffer is back, then returns it
+                        // buffer is back (files and block devices; on a pipe or character
+                        // device there is nothing to fsync), then returns it
   uint64_t file_end = 0;  // set by the writer: the file holds complete buffers up to here
 };
 

@@ -69,4 +69,27 @@ TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
   CHECK(trace.anchors.size() == l3_pids.size() + chip_pids.size());
 }
 
+TEST_CASE("spanring run writes into a pipe (-o /dev/stdout) and into /dev/null with no false write error") {
+  // fsync does not apply to pipes and character devices (EINVAL): it must not be reported as a
+  // failed write, and every record must still be counted as written.
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  for (const char* out : {"/dev/stdout", "/dev/null"}) {
+    CAPTURE(out);
+    const TracedRun t =
+        run_traced(out, {}, {demo, "--rounds", "1", "--tasks", "8", "--children", "1"}, 40);
+    INFO("spanring run: ", t.run.describe());
+    CHECK(t.run.err.find("failed") == std::string::npos);
+    CHECK(t.summary.written > 0);
+    if (std::string(out) == "/dev/stdout") {
+      // The trace went to the captured stdout (a pipe): one [STRACE] line per written record.
+      size_t lines = 0;
+      for (size_t at = t.run.out.find("[STRACE] "); at != std::string::npos;
+           at = t.run.out.find("[STRACE] ", at + 1))
+        ++lines;
+      CHECK(lines == t.summary.written);
+    }
+  }
+}
+
 }  // TEST_SUITE("mp")

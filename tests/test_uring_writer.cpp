@@ -265,3 +265,40 @@ TEST_CASE("/dev/full: ENOSPC is reported once and every buffer comes back failed
 }
 
 }  // TEST_SUITE("unit")
+
+TEST_CASE("a flush marker on a pipe or /dev/null completes without an error: fsync does not apply there") {
+  for (const char* kind : {"pipe", "/dev/null"}) {
+    CAPTURE(kind);
+    int fds[2] = {-1, -1};
+    std::string path = kind;
+    if (path == "pipe") {
+      REQUIRE(::pipe(fds) == 0);
+      path = "/proc/self/fd/" + std::to_string(fds[1]);
+    }
+    std::string got;
+    std::thread reader([&] {
+      if (fds[0] < 0) return;
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    });
+    StderrCapture err;
+    {
+      UringWriter w(path, 8);
+      CHECK_FALSE(w.seekable());
+      std::vector<std::unique_ptr<Buffer>> bufs;
+      bufs.push_back(make_buffer(1000, 'a'));
+      const std::vector<Buffer*> back = write_all(w, bufs);
+      CHECK_FALSE(back[0]->failed);
+      sync(w);  // returns: the marker came back
+      CHECK_FALSE(w.had_error());
+    }
+    if (fds[1] >= 0) ::close(fds[1]);
+    reader.join();
+    if (fds[0] >= 0) {
+      ::close(fds[0]);
+      CHECK(got == std::string(1000, 'a'));
+    }
+    CHECK(err.text().find("failed") == std::string::npos);
+  }
+}
