@@ -16,6 +16,7 @@ ErrorCode code_of(int err) noexcept {
     case EBUSY: return ErrorCode::kBusy;
     case EINVAL: return ErrorCode::kInvalidArgument;
     case EPROTO: return ErrorCode::kLayoutMismatch;
+    case ENOSPC: return ErrorCode::kNoSpace;
     default: return ErrorCode::kSystem;
   }
 }
@@ -32,6 +33,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::kNotASegment: return "not_a_segment";
     case ErrorCode::kLayoutMismatch: return "layout_mismatch";
     case ErrorCode::kBusy: return "busy";
+    case ErrorCode::kNoSpace: return "no_space";
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kCorruptFile: return "corrupt_file";
   }

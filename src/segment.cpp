@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -101,6 +102,22 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   const uint32_t capacity = round_up_pow2(options.ring_capacity);
   const uint64_t bytes = segment_bytes(options.ring_count, capacity);
 
+  // /dev/shm is memory: a segment larger than its free space would be created (ftruncate
+  // only sets a size) and then die of SIGBUS at the first page the kernel cannot supply, while
+  // every page is written below. Refuse it here, naming both sizes.
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) == 0) {
+    const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+    if (bytes > free_bytes)
+      throw Error(ErrorCode::kNoSpace,
+                  "segment '" + name + "' would take " + std::to_string(bytes >> 20) +
+                      " MiB (" + std::to_string(options.ring_count) + " rings of " +
+                      std::to_string(capacity) + " slots), /dev/shm has " +
+                      std::to_string(free_bytes >> 20) +
+                      " MiB free; use fewer rings or slots per ring",
+                  ENOSPC, name);
+  }
+
   bip::permissions perm;
   perm.set_permissions(0600);  // Boost fchmod()s after shm_open, so the umask cannot widen it
   bip::mapped_region* region = nullptr;
@@ -108,6 +125,15 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
     bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
     try {
       shm.truncate(static_cast<bip::offset_t>(bytes));
+      // Reserve every page now (tmpfs supports it): space taken since the check above is an
+      // ENOSPC here, never a SIGBUS in the writes below.
+      const int err = ::posix_fallocate(shm.get_mapping_handle().handle, 0,
+                                        static_cast<off_t>(bytes));
+      if (err != 0 && err != EOPNOTSUPP && err != EINVAL)
+        throw Error(err == ENOSPC ? ErrorCode::kNoSpace : ErrorCode::kSystem,
+                    "cannot reserve " + std::to_string(bytes >> 20) + " MiB for segment '" +
+                        name + "': " + std::strerror(err),
+                    err, name);
       region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
     } catch (...) {
       bip::shared_memory_object::remove(name.c_str());

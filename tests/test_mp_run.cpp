@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <map>
 #include <set>
 #include <string>
@@ -90,6 +92,20 @@ TEST_CASE("spanring run writes into a pipe (-o /dev/stdout) and into /dev/null w
       CHECK(lines == t.summary.written);
     }
   }
+}
+
+TEST_CASE("spanring run refuses a segment larger than /dev/shm can hold, before starting the command") {
+  TempDir tmp;
+  const std::string marker = tmp.file("started");
+  const RunResult r = spanring_run(
+      tmp.file("out.strace"), {"--rings", "65536", "--ring-records", "16777216"},
+      {"/bin/sh", "-c", "touch " + marker}, 40);
+  INFO("spanring run: ", r.describe());
+  CHECK(r.exit_code == 2);
+  CHECK(r.term_signal == 0);  // never SIGBUS
+  CHECK(r.err.find("/dev/shm has") != std::string::npos);
+  struct stat st {};
+  CHECK_MESSAGE(::stat(marker.c_str(), &st) != 0, "the command ran");
 }
 
 }  // TEST_SUITE("mp")

@@ -115,6 +115,23 @@ TEST_CASE("out-of-range sizes are refused before anything is created") {
   CHECK(::stat(("/dev/shm/" + name).c_str(), &st) != 0);
 }
 
+TEST_CASE("a segment larger than /dev/shm's free space is refused before anything is created") {
+  // Every option in range, together 64 TiB: more than any /dev/shm holds. Creating it used to
+  // die of SIGBUS while writing its pages.
+  const std::string name = unique_name("nospace");
+  try {
+    Segment::create(name, SegmentOptions{kMaxRingCount, kMaxRingCapacity});
+    Segment::remove(name);
+    FAIL("created a 64 TiB segment");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kNoSpace);
+    CHECK(e.err() == ENOSPC);
+    CHECK(std::string(e.what()).find("MiB free") != std::string::npos);
+  }
+  struct stat st {};
+  CHECK(::stat(("/dev/shm/" + name).c_str(), &st) != 0);
+}
+
 TEST_CASE("process start time tells a live pid from a missing one") {
   CHECK(process_start_time(static_cast<uint32_t>(::getpid())) != 0);
   CHECK(process_start_time(0x7ffffff0u) == 0);

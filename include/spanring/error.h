@@ -21,6 +21,7 @@ enum class ErrorCode : uint8_t {
   kNotASegment,       // the object is not a spanring segment: no magic, or smaller than a header
   kLayoutMismatch,    // a spanring segment of another layout version or geometry (EPROTO)
   kBusy,              // another live drainer holds the segment (EBUSY)
+  kNoSpace,           // no room: a segment larger than /dev/shm's free space (ENOSPC)
   kUnsupported,       // the system lacks a facility (io_uring refused, say)
   kCorruptFile,       // a trace file's committed part is not what it must be
 };
@@ -34,7 +35,8 @@ class Error : public std::runtime_error {
   // `path` names the segment or file concerned.
   Error(ErrorCode code, const std::string& what, int err, std::string path);
   // The code derived from `err` (EEXIST kExists, ENOENT kNotFound, EACCES/EPERM kAccess,
-  // EBUSY kBusy, EINVAL kInvalidArgument, EPROTO kLayoutMismatch, else kSystem).
+  // EBUSY kBusy, EINVAL kInvalidArgument, EPROTO kLayoutMismatch, ENOSPC kNoSpace, else
+  // kSystem).
   Error(const std::string& what, int err, std::string path);
 
   ErrorCode code() const noexcept { return code_; }

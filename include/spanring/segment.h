@@ -27,7 +27,10 @@ class Segment {
   // once (a first store to a fresh shared page costs microseconds; no producer should pay it on
   // a record), initialises the header and publishes it.
   // Throws Error: the name exists (EEXIST; never reinitialised or resized), options out of range
-  // (EINVAL), or the system refused (errno as reported).
+  // (EINVAL), the segment is larger than /dev/shm's free space or its pages cannot be reserved
+  // (ErrorCode::kNoSpace, ENOSPC; checked before anything is created, then every page is
+  // reserved with posix_fallocate, so a full /dev/shm is an error, never a SIGBUS), or the
+  // system refused (errno as reported). Nothing is left behind when it throws.
   static Segment create(const std::string& name, const SegmentOptions& options);
 
   // Opens an existing, initialised segment read-write and checks its header against this build:
