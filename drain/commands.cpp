@@ -128,6 +128,29 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
   if (s.corrupt_rings != 0)
     std::fprintf(stderr, "spanring: quarantined: %llu corrupt ring(s)\n",
                  static_cast<unsigned long long>(s.corrupt_rings));
+  // Every loss gets a line saying what to do about it; a run that lost nothing stays quiet.
+  static constexpr struct {
+    DropReason reason;
+    const char* advice;
+  } kAdvice[] = {
+      {DropReason::kRingFull, "a thread's ring was full: raise --ring-records"},
+      {DropReason::kNoRing, "every ring was taken: raise --rings"},
+      {DropReason::kInvalid, "the caller passed an empty name or a negative ts, dur or depth"},
+      {DropReason::kCorrupt, "in rings quarantined as corrupt (see the lines above)"},
+      {DropReason::kVfork, "emitted by vfork children before exec"},
+      {DropReason::kReentrant,
+       "emitted by signal handlers that interrupted a record write on the same thread"},
+  };
+  for (const auto& a : kAdvice) {
+    const uint64_t n = s.dropped_by_reason[static_cast<size_t>(a.reason)];
+    if (n != 0)
+      std::fprintf(stderr, "spanring: warning: %llu records dropped (reason %s): %s\n",
+                   static_cast<unsigned long long>(n), drop_reason_name(a.reason), a.advice);
+  }
+  if (s.unfinished != 0)
+    std::fprintf(stderr, "spanring: warning: %llu spans were still open when their process "
+                 "died ([SPANRING_UNFINISHED] lines)\n",
+                 static_cast<unsigned long long>(s.unfinished));
 }
 
 // The drainer's sink: the output format, seen through a TeeSink when --also-strace asks for a
@@ -233,6 +256,10 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   Segment::remove(name);
   std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
   print_summary(drainer, absolute(out_path), ok);
+  if (drainer.stats().threads == 0)
+    std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
+                 "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
+                 cmd[0].c_str());
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

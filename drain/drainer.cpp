@@ -156,7 +156,7 @@ void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, 
                          DropReason reason) {
   char* p = reserve(sink_.max_event_bytes());
   commit(sink_.drops(p, DropsEvent{rs.pid, rs.tid, dropped, first, last, reason}));
-  stats_.dropped += dropped;
+  count_dropped(reason, dropped);
 }
 
 std::pair<uint64_t, uint64_t> Drainer::process_anchor(const RingState& rs,
@@ -346,18 +346,18 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       const uint64_t n = h.seq - rs.next_seq;
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, n, rs.next_seq, h.seq - 1,
                                      DropReason::kRingFull});
-      stats_.dropped += n;
+      count_dropped(DropReason::kRingFull, n);
       rs.drops_reported += n;
     }
     uint64_t seqs = 1;  // sequence numbers this record takes
     if (h.flags & kRecordInvalid) {
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid});
-      stats_.dropped += 1;
+      count_dropped(DropReason::kInvalid, 1);
     } else if (h.flags & kRecordReentrant) {
       seqs = h.dur_ns;  // 1..kReentrantMarkerMax, checked by RingReader::read
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, seqs, h.seq, h.seq + seqs - 1,
                                        DropReason::kReentrant});
-      stats_.dropped += seqs;
+      count_dropped(DropReason::kReentrant, seqs);
     } else {
       const uint64_t raw_ts = h.ts_ns;
       if (h.flags & kRecordTsc) {

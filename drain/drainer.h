@@ -27,6 +27,7 @@
 #include <spanring/segment.h>
 #include <spanring/segment_view.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -39,6 +40,8 @@ namespace spanring {
 struct DrainStats {
   uint64_t written = 0;     // [STRACE] records in the file (this drainer)
   uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
+  // `dropped` by reason, indexed by DropReason (index 0 unused).
+  std::array<uint64_t, static_cast<size_t>(DropReason::kReentrant) + 1> dropped_by_reason{};
   uint64_t unwritten = 0;   // formatted, but the write to the file failed
   uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
@@ -126,6 +129,10 @@ class Drainer {
   Buffer* take_buffer();
   void drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                   DropReason reason);
+  void count_dropped(DropReason reason, uint64_t n) noexcept {
+    stats_.dropped += n;
+    stats_.dropped_by_reason[static_cast<size_t>(reason)] += n;
+  }
 
   const SegmentView view_;  // the geometry validated at open: every ring access goes through it
   const CommitJournal journal_;

@@ -37,6 +37,8 @@ TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
                 " dropped records for a run of a few hundred spans at default sizes");
   CHECK_MESSAGE(trace.drops.empty(), trace.drops.size(), " [SPANRING_DROPS] line(s)");
   CHECK(summary.unfinished == 0);
+  // A run that lost nothing is quiet.
+  CHECK(t.run.err.find("spanring: warning:") == std::string::npos);
 
   // Per-name counts equal the demo's own exactly: no name missing, none extra.
   const nlohmann::json expected = nlohmann::json::parse(read_file(exp));
@@ -92,6 +94,36 @@ TEST_CASE("spanring run writes into a pipe (-o /dev/stdout) and into /dev/null w
       CHECK(lines == t.summary.written);
     }
   }
+}
+
+TEST_CASE("after the summary, every loss gets a warning that says what to do, counted by reason") {
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  // 16-slot rings (the smallest): the demo's parent threads emit faster than that drains.
+  const TracedRun t = run_traced(tmp.file("out.strace"), {"--ring-records", "16"},
+                                 {demo, "--rounds", "4", "--tasks", "64", "--children", "1"}, 40);
+  INFO("spanring run: ", t.run.describe());
+  const Trace trace = load_trace(t.out);
+  uint64_t ring_full = 0;
+  for (const DropsLine& d : trace.drops) ring_full += d.reason == "ring_full" ? d.dropped : 0;
+  CHECK(ring_full == t.summary.dropped);
+  const std::string want = "spanring: warning: " + std::to_string(ring_full) +
+                           " records dropped (reason ring_full): a thread's ring was full: "
+                           "raise --ring-records\n";
+  if (ring_full != 0)
+    CHECK(t.run.err.find(want) != std::string::npos);
+  else
+    CHECK(t.run.err.find("spanring: warning:") == std::string::npos);
+}
+
+TEST_CASE("a command that never writes a record gets a warning asking whether it is linked with libspanring") {
+  TempDir tmp;
+  const TracedRun t = run_traced(tmp.file("out.strace"), {}, {"/bin/true"}, 40);
+  INFO("spanring run: ", t.run.describe());
+  CHECK(t.summary.threads == 0);
+  CHECK(t.run.err.find("spanring: warning: no thread of /bin/true wrote a record: is it linked "
+                       "with libspanring, and does it keep SPANRING_SEGMENT in its "
+                       "environment?\n") != std::string::npos);
 }
 
 TEST_CASE("spanring run refuses a segment larger than /dev/shm can hold, before starting the command") {
