@@ -161,11 +161,11 @@ struct SinkChoice {
   std::unique_ptr<UringWriter> also_writer;
   std::optional<TeeSink> tee;
 
-  SinkChoice(const std::string& format, const std::string& also_path, bool file_header = true,
-             uint64_t first_block = 0) {
+  SinkChoice(const std::string& format, const std::string& also_path, bool file_header,
+             uint64_t first_block, UringWriter::Fallback fallback) {
     if (format == "binary") binary.emplace(file_header, first_block);
     if (!also_path.empty()) {
-      also_writer = std::make_unique<UringWriter>(also_path, 8);
+      also_writer = std::make_unique<UringWriter>(also_path, 8, 0, fallback);
       tee.emplace(base(), *also_writer);
     }
   }
@@ -187,18 +187,88 @@ std::string absolute(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+// One line when the output goes through the synchronous fallback writer (UringWriter).
+void say_fallback(const UringWriter& writer) {
+  if (writer.synchronous())
+    std::fprintf(stderr, "spanring: io_uring is unavailable (%s): writing with write(2) instead, "
+                 "same output (--require-tracing makes this an error)\n",
+                 writer.fallback_cause().c_str());
+}
+
+UringWriter::Fallback fallback_for(bool require_tracing) {
+  return require_tracing ? UringWriter::Fallback::kRequired : UringWriter::Fallback::kSynchronous;
+}
+
+// Starts `cmd` with this process' environment, SPANRING_SEGMENT set to `segment` (or removed
+// when `segment` is empty). Returns its pid, or 0 after saying why it could not start.
+pid_t start_command(const std::vector<std::string>& cmd, const std::string& segment) {
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "SPANRING_SEGMENT=", 17) != 0) env_storage.emplace_back(*e);
+  if (!segment.empty()) env_storage.push_back("SPANRING_SEGMENT=" + segment);
+  std::vector<char*> envp;
+  for (auto& s : env_storage) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_storage(cmd);
+  std::vector<char*> argv;
+  for (auto& s : argv_storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t child = 0;
+  const int rc = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), envp.data());
+  if (rc != 0) {
+    std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));
+    return 0;
+  }
+  g_child = child;
+  return child;
+}
+
+// The exit status `spanring run` passes on for a waitpid status.
+int exit_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+// The segment could not be created: the workload runs all the same, untraced. Signals are
+// passed on as in a traced run; returns the command's exit status.
+int run_untraced(const std::vector<std::string>& cmd) {
+  install_stop_handlers();
+  const pid_t child = start_command(cmd, "");
+  if (child == 0) return 127;
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  return exit_status(status);
+}
+
 }  // namespace
 
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
-            const SegmentOptions& opts, const std::vector<std::string>& cmd) {
+            const SegmentOptions& opts, const std::vector<std::string>& cmd,
+            bool require_tracing) {
   if (out_path.empty())
     out_path = "spanring-" + std::to_string(::getpid()) +
                (format == "binary" ? ".sptrace" : ".strace");
-  // Output and io_uring first: if either fails, the command is not started.
-  UringWriter writer(out_path, 8);
-  SinkChoice choice(format, also_path);
+  // The output first: a file that cannot be opened stops everything, before the command.
+  // Without io_uring the writer falls back to write(2) unless tracing is required.
+  UringWriter writer(out_path, 8, 0, fallback_for(require_tracing));
+  SinkChoice choice(format, also_path, true, 0, fallback_for(require_tracing));
+  say_fallback(writer);
   const std::string name = unique_segment_name();
-  Segment segment = Segment::create(name, opts);
+  std::optional<Segment> created;
+  try {
+    created.emplace(Segment::create(name, opts));
+  } catch (const Error& e) {
+    // Never stop the workload for the tracer's sake, unless asked to.
+    if (require_tracing) throw;
+    std::fprintf(stderr, "spanring: cannot trace: %s; running %s untraced, no trace is written "
+                 "(--require-tracing makes this an error)\n",
+                 e.what(), cmd[0].c_str());
+    return run_untraced(cmd);
+  }
+  Segment& segment = *created;
   DrainerLock lock(segment);
   std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
                "with: spanring drain --segment %s -o %s%s\n",
@@ -210,26 +280,11 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
 
-  std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "SPANRING_SEGMENT=", 17) != 0) env_storage.emplace_back(*e);
-  env_storage.push_back("SPANRING_SEGMENT=" + name);
-  std::vector<char*> envp;
-  for (auto& s : env_storage) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_storage(cmd);
-  std::vector<char*> argv;
-  for (auto& s : argv_storage) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  pid_t child = 0;
-  const int rc = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), envp.data());
-  if (rc != 0) {
-    std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));
+  const pid_t child = start_command(cmd, name);
+  if (child == 0) {
     Segment::remove(name);
     return 127;
   }
-  g_child = child;
 
   Drainer drainer(segment, writer, choice.sink());
   int status = 0;
@@ -260,13 +315,11 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
                  "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
                  cmd[0].c_str());
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  return exit_status(status);
 }
 
 int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
-              const std::string& also_path) {
+              const std::string& also_path, bool require_tracing) {
   // First: a SIGTERM while we open the segment and recover the file must not kill us between
   // recovery steps; it is seen by the drain loop, which then drains once and stops.
   install_stop_handlers();
@@ -292,8 +345,10 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
   // file) and, for binary, the next block number.
   KeptPrefix prefix = format == "binary" && keep != 0 ? scan_binary_prefix(out_path, keep)
                                                        : scan_text_prefix(out_path, keep);
-  UringWriter writer(out_path, 8, keep);
-  SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq);
+  UringWriter writer(out_path, 8, keep, fallback_for(require_tracing));
+  SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq,
+                    fallback_for(require_tracing));
+  say_fallback(writer);
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));

@@ -16,15 +16,22 @@ namespace spanring {
 // spanring-<pid>.strace, or .sptrace for binary) in `format` ("strace" or "binary"), plus
 // [STRACE] text into `also_path` when not empty, until `cmd` and all its descendants exit.
 // Returns `cmd`'s exit status (128 + signal when killed, 127 when it cannot be started).
+// The workload is never stopped for the tracer's sake: without io_uring the output is written
+// with write(2) (same bytes), and when the segment cannot be created (no room in /dev/shm,
+// say) `cmd` runs untraced; one stderr line says which. `require_tracing` makes either an
+// Error thrown before `cmd` starts.
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
-            const SegmentOptions& opts, const std::vector<std::string>& cmd);
+            const SegmentOptions& opts, const std::vector<std::string>& cmd,
+            bool require_tracing);
 
 // Attaches to segment `segment_name` and drains into `out_path` until SIGINT/SIGTERM, then
 // drains what is left. Resumes a file a killed drainer left: keeps its committed part and
 // follows its format (`format` empty: that format, else strace; a different one throws
-// Error kInvalidArgument). Returns 0, or 1 when a write failed.
+// Error kInvalidArgument). Without io_uring it writes with write(2) (one stderr line), unless
+// `require_tracing`, which throws Error kUnsupported before any tail moves. Returns 0, or 1
+// when a write failed.
 int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
-              const std::string& also_path);
+              const std::string& also_path, bool require_tracing);
 
 // Removes the segments in /dev/shm whose creator, drainer and ring owners are all dead (only
 // says so when `dry_run`); never a live one. Returns 0.

@@ -37,6 +37,11 @@ int main(int argc, char** argv) {
                   "read it with `spanring convert` and `spanring report`)")
       ->check(CLI::IsMember({"strace", "binary"}))
       ->capture_default_str();
+  bool run_require = false;
+  run->add_flag("--require-tracing", run_require,
+                "Exit 2 before starting CMD when it cannot be traced as asked (no segment can be "
+                "created, io_uring is unavailable), instead of running it untraced or writing "
+                "with write(2)");
   run->add_option("--also-strace", run_also,
                   "Also write the same events as [STRACE] text to this file (to check "
                   "conversions; costs a second formatting pass)");
@@ -65,6 +70,10 @@ int main(int argc, char** argv) {
                     "Output format: strace or binary (default: the format of the part of the "
                     "file a killed drainer committed, else strace)")
       ->check(CLI::IsMember({"strace", "binary"}));
+  bool drain_require = false;
+  drain->add_flag("--require-tracing", drain_require,
+                  "Exit 2, moving no ring tail, when io_uring is unavailable, instead of writing "
+                  "with write(2)");
   drain->add_option("--also-strace", drain_also,
                     "Also write this drainer's events as [STRACE] text to this file");
 
@@ -100,7 +109,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd);
+      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_require);
     }
     if (*clean) return spanring::cmd_clean(dry_run);
     if (*convert)
@@ -109,7 +118,7 @@ int main(int argc, char** argv) {
                                                           : spanring::ConvertTo::kStrace,
                                    convert_out);
     if (*report) return spanring::cmd_report(report_in, report_json, report_out);
-    return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also);
+    return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_require);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());
     return 2;

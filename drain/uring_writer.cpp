@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -34,7 +35,8 @@ struct Inflight {
 
 }  // namespace
 
-UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes)
+UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes,
+                         Fallback fallback)
     : impl_(std::make_unique<Impl>()), path_(path), depth_(queue_depth ? queue_depth : 1) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot open output " + path + ": " + std::strerror(errno), errno, path);
@@ -68,19 +70,24 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
   }
   const int r = io_uring_queue_init(depth_ * 2, &impl_->ring, 0);
   if (r < 0) {
-    ::close(fd_);
-    throw Error(ErrorCode::kUnsupported, "io_uring is unavailable (io_uring_queue_init: " + std::string(std::strerror(-r)) +
-                    "); spanring writes its output only through io_uring",
-                -r, path);
+    const std::string cause = "io_uring_queue_init: " + std::string(std::strerror(-r));
+    if (fallback != Fallback::kSynchronous) {
+      ::close(fd_);
+      throw Error(ErrorCode::kUnsupported,
+                  "io_uring is unavailable (" + cause + ") and tracing is required", -r, path);
+    }
+    // Blocked by seccomp (Docker's default profile), kernel.io_uring_disabled, an old kernel:
+    // the same thread writes with pwrite(2) instead, one buffer at a time.
+    fallback_cause_ = cause;
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { synchronous() ? run_synchronous() : run(); });
 }
 
 UringWriter::~UringWriter() {
   stop_.store(true, std::memory_order_release);
   todo_.enqueue(nullptr);  // wakes the writer if it waits for work
   if (thread_.joinable()) thread_.join();
-  io_uring_queue_exit(&impl_->ring);
+  if (!synchronous()) io_uring_queue_exit(&impl_->ring);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -90,6 +97,63 @@ Buffer* UringWriter::take_done(int64_t timeout_us) {
   Buffer* b = nullptr;
   if (timeout_us <= 0) return done_.try_dequeue(b) ? b : nullptr;
   return done_.wait_dequeue_timed(b, timeout_us) ? b : nullptr;
+}
+
+void UringWriter::report_error(int err, std::set<int>& reported) {
+  if (error_.load(std::memory_order_relaxed) == 0) error_.store(err, std::memory_order_release);
+  if (reported.insert(err).second)
+    std::fprintf(stderr, "spanring: writing %s failed: %s; the records of the failed writes are "
+                 "counted as unwritten, draining goes on\n", path_.c_str(), std::strerror(err));
+}
+
+void UringWriter::run_synchronous() {
+  // The io_uring path's contract, one buffer at a time: each buffer at its offset (the current
+  // position on a pipe), short writes finished, EINTR/EAGAIN retried, buffers returned in file
+  // order with file_end; a failed buffer comes back failed, the file is cut back to the last
+  // whole buffer and the next buffer goes there. fsync for files and block devices only.
+  uint64_t good_end = start_;  // end of the last buffer written whole
+  std::set<int> reported;
+  for (;;) {
+    Buffer* b = nullptr;
+    if (!todo_.wait_dequeue_timed(b, 1000000) || b == nullptr) {
+      if (stop_.load(std::memory_order_acquire) && todo_.size_approx() == 0) return;
+      continue;
+    }
+    if (b->sync) {
+      if (seekable_ && ::fsync(fd_) != 0) report_error(errno, reported);
+      b->file_end = good_end;
+      done_.enqueue(b);
+      continue;
+    }
+    size_t done = 0;
+    int err = 0;
+    while (done < b->len) {
+      const ssize_t n =
+          seekable_ ? ::pwrite(fd_, b->data.get() + done, b->len - done,
+                               static_cast<off_t>(good_end + done))
+                    : ::write(fd_, b->data.get() + done, b->len - done);
+      if (n > 0) {
+        done += static_cast<size_t>(n);  // a short write: the rest, further on
+      } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        if (errno == EAGAIN) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      } else {
+        err = n == 0 ? EIO : errno;  // no progress on a non-empty write
+        break;
+      }
+    }
+    if (err != 0) {
+      report_error(err, reported);
+      b->failed = true;
+      if (seekable_ && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0)
+        report_error(errno, reported);
+    } else {
+      SPANRING_TEST_POINT("writer_written_not_returned");
+      good_end += b->len;
+      bytes_written_.store(good_end, std::memory_order_release);
+    }
+    b->file_end = good_end;
+    done_.enqueue(b);
+  }
 }
 
 void UringWriter::run() {
@@ -117,12 +181,7 @@ void UringWriter::run() {
     f.submitted = true;
     return true;
   };
-  auto report = [&](int err) {
-    if (error_.load(std::memory_order_relaxed) == 0) error_.store(err, std::memory_order_release);
-    if (reported.insert(err).second)
-      std::fprintf(stderr, "spanring: writing %s failed: %s; the records of the failed writes are "
-                   "counted as unwritten, draining goes on\n", path_.c_str(), std::strerror(err));
-  };
+  auto report = [&](int err) { report_error(err, reported); };
 
   for (;;) {
     // Take new buffers while there is room in flight. Sync markers wait at the front.

@@ -1,5 +1,6 @@
 // The drainer's only path to its output file: one thread that writes full buffers with io_uring
-// at explicit file offsets, several in flight, and hands them back in file order.
+// at explicit file offsets, several in flight, and hands them back in file order (or, where
+// io_uring is blocked and the caller allows it, with pwrite(2): see Fallback).
 //
 // Hand-off: the drain thread enqueues filled Buffers (moodycamel BlockingConcurrentQueue); the
 // writer thread submits them, completes short writes (resubmitting the rest at the right offset)
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,11 +51,22 @@ struct Buffer {
 
 class UringWriter {
  public:
+  // Where io_uring cannot be set up (a seccomp profile that blocks it, as Docker's default
+  // does; kernel.io_uring_disabled; an old kernel): kRequired throws, kSynchronous writes with
+  // pwrite(2) (write(2) on a pipe) from the same thread instead: the same bytes at the same
+  // offsets, the same order of returned buffers, the same cut-back after a failed write, so
+  // the file, the commit journal and a restart are the same. Differences: one buffer in flight
+  // (more CPU per byte), and after a failed write only that buffer fails (io_uring also fails
+  // the ones in flight behind it).
+  enum class Fallback : uint8_t { kRequired, kSynchronous };
+
   // Opens `path` for writing (created 0644 before the umask), cuts a regular file to its first
   // `keep_bytes` bytes (the part a previous drainer committed; 0 = start empty) and appends
   // after them; sets up io_uring. Throws spanring::Error when the file cannot be opened or cut,
-  // or io_uring cannot be set up (nothing has been written then).
-  UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes = 0);
+  // or (kRequired) io_uring cannot be set up (ErrorCode::kUnsupported); nothing has been
+  // written then.
+  UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes = 0,
+              Fallback fallback = Fallback::kRequired);
   ~UringWriter();  // stops the thread after every queued buffer is written
   UringWriter(const UringWriter&) = delete;
   UringWriter& operator=(const UringWriter&) = delete;
@@ -68,12 +81,19 @@ class UringWriter {
   uint64_t dev() const noexcept { return dev_; }
   uint64_t ino() const noexcept { return ino_; }
   bool seekable() const noexcept { return seekable_; }
+  // True when writing with pwrite(2) because io_uring could not be set up; fallback_cause()
+  // then says why ("io_uring_queue_init: Function not implemented"), else it is empty.
+  bool synchronous() const noexcept { return !fallback_cause_.empty(); }
+  const std::string& fallback_cause() const noexcept { return fallback_cause_; }
 
  private:
-  void run();
+  void run();              // the io_uring writer thread
+  void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous)
+  void report_error(int err, std::set<int>& reported);  // first errno kept; each said once
   struct Impl;
   std::unique_ptr<Impl> impl_;  // the io_uring, touched by the writer thread only
   std::string path_;
+  std::string fallback_cause_;  // why io_uring is not used; empty when it is
   bool seekable_ = true;        // false for pipes: offset -1 and one write in flight
   unsigned depth_ = 8;          // writes in flight at most
   uint64_t start_ = 0;          // bytes kept from a previous drainer

@@ -1,9 +1,11 @@
 #include "det_expect.h"
 
 #include "det_workload.h"
+#include "fault_util.h"
 #include "mp_util.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -112,6 +114,32 @@ std::string first_difference(const std::string& got, const std::string& want) {
   return "first difference at byte " + std::to_string(i) + " (line " + std::to_string(line) +
          "; got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size()) +
          ")\n  got:  " + line_at(got) + "\n  want: " + line_at(want);
+}
+
+DetRun load_run(const std::string& json_path) {
+  const nlohmann::json j = nlohmann::json::parse(spanring_test::read_file(json_path));
+  DetRun d{j.at("pid").get<uint64_t>(), j.at("tid").get<uint64_t>(), j.at("count").get<uint64_t>()};
+  REQUIRE_MESSAGE(j.at("enabled").get<int>() == 1, "det_emitter ran untraced");
+  return d;
+}
+
+std::string expected_for(const DetRun& d, const std::string& output,
+                         const spanring_test::TempDir& tmp, const std::string& label) {
+  const spanring_test::ParsedText parsed = fault_test::parse_and_check_form(output, {}, label);
+  fault_test::check_anchors(parsed, {}, label);
+  spanring_test::AnchorLine anchor;
+  bool found = false;
+  for (const auto& l : parsed.lines) {
+    if (l.kind == spanring_test::LineKind::kAnchor && l.anchor.pid == d.pid) {
+      anchor = l.anchor;
+      found = true;
+      break;
+    }
+  }
+  CHECK_MESSAGE(found, label, ": no [CLOCK_ANCHOR] for pid ", d.pid);
+  CHECK_MESSAGE(anchor.prefix.thread == d.tid, label, ": the anchor's T0x is not the tid");
+  // The plain writer's file is the reference.
+  return write_plain(tmp.file(label + ".expected"), expected_trace(d.pid, d.tid, d.count, anchor));
 }
 
 }  // namespace det

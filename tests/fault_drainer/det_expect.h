@@ -5,6 +5,7 @@
 // output under faults must equal byte for byte.
 #pragma once
 
+#include "mp_util.h"
 #include "strace_parser.h"
 
 #include <cstdint>
@@ -33,5 +34,20 @@ std::string write_plain(const std::string& path, const std::string& text);
 
 // "" when equal, else where the first difference is (line number and both lines).
 std::string first_difference(const std::string& got, const std::string& want);
+
+// What det_emitter says it did (its --out JSON): the process and thread that emitted, and how
+// many records. REQUIREs that it ran traced.
+struct DetRun {
+  uint64_t pid = 0;
+  uint64_t tid = 0;
+  uint64_t count = 0;
+};
+DetRun load_run(const std::string& json_path);
+
+// The text a drainer must have written for run `d`, as the plain writer writes it (into
+// <tmp>/<label>.expected): the anchor's values come from `output` (they are the process'
+// attach time, checked to be there and well formed), everything else from the workload.
+std::string expected_for(const DetRun& d, const std::string& output,
+                         const spanring_test::TempDir& tmp, const std::string& label);
 
 }  // namespace det

@@ -22,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace fault_test;
 
@@ -77,13 +78,27 @@ std::optional<uint64_t> resumed_at(const std::string& err) {
   return std::strtoull(lines[0].c_str() + at + 9, nullptr, 10);
 }
 
+// How the drainers of a scenario write their file.
+enum class Writer { kUring, kWriteFallback };
+
 // Runs the scenario: `point` empty = kill -9 at a random moment, else the test point to arm
-// (SPANRING_TEST_POINT_HIT=3) in the first drainer's environment.
-void kill_and_restart(const std::string& point) {
+// (SPANRING_TEST_POINT_HIT=3) in the first drainer's environment. kWriteFallback runs both
+// drainers under no_uring_exec (io_uring_setup fails), so they write with write(2): the
+// restart must be as exact as with io_uring.
+void kill_and_restart(const std::string& point, Writer writer = Writer::kUring) {
   if (!point.empty() && !test_points_built()) {
     std::fprintf(stderr, "SKIP: this build has no test points (-Dtest_points=disabled or a "
                          "release build)\n");
     std::exit(77);
+  }
+  std::vector<std::string> wrap;  // prefix of both drainers' command lines
+  if (writer == Writer::kWriteFallback) {
+    wrap = {spanring_test::exe_from_env("NO_URING_EXEC")};
+    const Exit probe = wait_exit(spawn({{wrap[0], "/bin/true"}, {}, "", ""}), kWaitS);
+    if (probe.code == 77) {
+      std::fprintf(stderr, "SKIP: no seccomp here, io_uring cannot be blocked\n");
+      std::exit(77);
+    }
   }
   become_subreaper();
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
@@ -96,9 +111,14 @@ void kill_and_restart(const std::string& point) {
   ReportMap rep(tmp.file("report.bin"));
 
   SpawnOptions run;
-  run.argv = {spanring, "run", "-o", out, "--", emitter, "--threads", "2", "--report",
-              rep.path(), "--out", json, "--seconds", kEmitSeconds, "--pace-us", kPaceUs,
-              "--pace-every", kPaceEvery};
+  run.argv = wrap;
+  for (const std::string& a :
+       {spanring, std::string("run"), std::string("-o"), out, std::string("--"), emitter,
+        std::string("--threads"), std::string("2"), std::string("--report"), rep.path(),
+        std::string("--out"), json, std::string("--seconds"), std::string(kEmitSeconds),
+        std::string("--pace-us"), std::string(kPaceUs), std::string("--pace-every"),
+        std::string(kPaceEvery)})
+    run.argv.push_back(a);
   run.stderr_path = err1;
   if (!point.empty()) run.env = {{"SPANRING_TEST_POINT", point}, {"SPANRING_TEST_POINT_HIT", "3"}};
   BackgroundDrainer first_drainer(run, kWaitS);
@@ -151,7 +171,11 @@ void kill_and_restart(const std::string& point) {
   }
 
   // Restart on the same segment and file while the producer runs.
-  const pid_t drain_pid = spawn({{spanring, "drain", "--segment", segment, "-o", out}, {}, "", err2});
+  std::vector<std::string> drain_argv = wrap;
+  for (const std::string& a : {spanring, std::string("drain"), std::string("--segment"), segment,
+                               std::string("-o"), out})
+    drain_argv.push_back(a);
+  const pid_t drain_pid = spawn({drain_argv, {}, "", err2});
   ChildGuard drain_guard(drain_pid);
   INFO("second drainer (spanring drain) stderr:\n", slurp(err2));
   // The producer was re-parented to us (subreaper) when spanring run died.
@@ -165,6 +189,14 @@ void kill_and_restart(const std::string& point) {
   const std::string err_text = slurp(err2);
   INFO("second drainer stderr (final):\n", err_text);
   REQUIRE_MESSAGE(second.exited_ok(), "spanring drain: ", second.describe());
+  if (writer == Writer::kWriteFallback) {
+    // Each drainer said once, in one line, that it writes with write(2) because of io_uring.
+    for (const std::string& e : {slurp(err1), err_text}) {
+      const auto said = lines_starting(e, "spanring: io_uring is unavailable (");
+      CHECK_MESSAGE(said.size() == 1, said.size(), " fallback lines in:\n", e);
+      CHECK(e.find("writing with write(2) instead") != std::string::npos);
+    }
+  }
 
   // The seam: the second drainer kept exactly the committed bytes.
   const std::string text = slurp(out);
@@ -248,6 +280,14 @@ TEST_CASE("a drainer killed at drainer_committed and restarted loses nothing and
 
 TEST_CASE("a drainer killed at writer_written_not_returned and restarted loses nothing and writes nothing twice") {
   kill_and_restart("writer_written_not_returned");
+}
+
+TEST_CASE("under the write(2) fallback at drainer_journal_pending a drainer killed and restarted loses nothing and writes nothing twice") {
+  kill_and_restart("drainer_journal_pending", Writer::kWriteFallback);
+}
+
+TEST_CASE("under the write(2) fallback at writer_written_not_returned a drainer killed and restarted loses nothing and writes nothing twice") {
+  kill_and_restart("writer_written_not_returned", Writer::kWriteFallback);
 }
 
 }  // TEST_SUITE

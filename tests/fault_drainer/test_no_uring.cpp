@@ -1,8 +1,13 @@
-// io_uring unavailable (io_uring_setup fails with ENOSYS under no_uring_exec's seccomp filter):
-// `spanring run` says so in one line, exits non-zero and never starts the command (no trace
-// without io_uring, and a traced job must not run untraced by surprise); `spanring drain` says so
-// in one line, exits non-zero and moves no ring tail (nothing was written, so nothing may be
-// consumed). Each check has a control run without the filter. Skipped (77) without seccomp.
+// io_uring unavailable (io_uring_setup fails with ENOSYS under no_uring_exec's seccomp filter,
+// as under Docker's default profile):
+// - by default the workload is never stopped: `spanring run` says so in one line, runs the
+//   command and writes its trace with write(2), byte for byte what the io_uring writer writes
+//   (the restart of a killed fallback drainer: test_drainer_restart.cpp);
+// - with --require-tracing, `spanring run` says so in one line, exits non-zero and never
+//   starts the command; `spanring drain` says so in one line, exits non-zero and moves no ring
+//   tail (nothing was written, so nothing may be consumed).
+// Each check has a control run without the filter. Skipped (77) without seccomp.
+#include "det_expect.h"
 #include "fault_util.h"
 
 #include <spanring/segment.h>
@@ -73,14 +78,15 @@ std::vector<RingLine> ring_lines(const std::string& segment) {
 
 TEST_SUITE("fault") {
 
-TEST_CASE("without io_uring spanring run says so in one line, exits non-zero and never starts the command") {
+TEST_CASE("without io_uring spanring run --require-tracing says so in one line, exits non-zero and never starts the command") {
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
   const std::string started = tmp.file("started.json");
-  const std::vector<std::string> run = {spanring, "run", "-o", tmp.file("out.strace"), "--",
-                                        emitter, "--threads", "1", "--count", "1", "--out", started};
+  const std::vector<std::string> run = {spanring, "run", "--require-tracing", "-o",
+                                        tmp.file("out.strace"), "--", emitter, "--threads", "1",
+                                        "--count", "1", "--out", started};
   std::vector<std::string> wrapped = {wrapper};
   wrapped.insert(wrapped.end(), run.begin(), run.end());
   const Ran r = run_to_end(tmp, "wrapped", wrapped);
@@ -97,7 +103,7 @@ TEST_CASE("without io_uring spanring run says so in one line, exits non-zero and
   CHECK_MESSAGE(file_exists(started), "control: the command did not run");
 }
 
-TEST_CASE("without io_uring spanring drain says so in one line, exits non-zero and moves no ring tail") {
+TEST_CASE("without io_uring spanring drain --require-tracing says so in one line, exits non-zero and moves no ring tail") {
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
@@ -119,7 +125,8 @@ TEST_CASE("without io_uring spanring drain says so in one line, exits non-zero a
   REQUIRE(published == 2);
 
   const std::string out = tmp.file("out.strace");
-  const Ran r = run_to_end(tmp, "wrapped", {wrapper, spanring, "drain", "--segment", name, "-o", out});
+  const Ran r = run_to_end(tmp, "wrapped", {wrapper, spanring, "drain", "--require-tracing",
+                                            "--segment", name, "-o", out});
   INFO("spanring drain under no_uring_exec: ", r.exit.describe(), "\nstderr:\n", r.err);
   CHECK_MESSAGE((!r.exit.timed_out && r.exit.sig == 0 && r.exit.code > 0),
                 "spanring drain should exit non-zero by itself");
@@ -155,6 +162,79 @@ TEST_CASE("without io_uring spanring drain says so in one line, exits non-zero a
   child.release();
   CHECK_MESSAGE(drained, "control: the drainer did not move the tails: ", slurp(tmp.file("control.err")));
   CHECK_MESSAGE(e.exited_ok(), "control: ", e.describe());
+}
+
+TEST_CASE("without io_uring spanring run says so in one line, runs the command and writes with write(2) exactly what the io_uring writer writes") {
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
+  const std::string det_emitter = spanring_test::exe_from_env("FAULT_DET_EMITTER");
+  TempDir tmp;
+  // The deterministic workload, into rings that hold all of it: the output is a function of
+  // the workload, the pid and the tid only (test_uring_faults.cpp checks the io_uring writer
+  // against the same reference).
+  constexpr uint64_t kRecords = 8000;
+  const std::string out = tmp.file("out.strace");
+  const std::string json = tmp.file("det.json");
+  const Ran r = run_to_end(tmp, "wrapped",
+                           {wrapper, spanring, "run", "--rings", "4", "--ring-records", "65536",
+                            "-o", out, "--", det_emitter, "--out", json, "--count",
+                            std::to_string(kRecords)});
+  INFO("spanring run under no_uring_exec: ", r.exit.describe(), "\nstderr:\n", r.err);
+  REQUIRE_MESSAGE(r.exit.exited_ok(), "the command's status is passed on: it exited 0");
+  const auto said = lines_starting(r.err, "spanring: io_uring is unavailable (");
+  REQUIRE_MESSAGE(said.size() == 1, "want exactly one line saying io_uring is unavailable");
+  CHECK(said[0].find("Function not implemented") != std::string::npos);  // the cause: ENOSYS
+  CHECK(said[0].find("writing with write(2) instead") != std::string::npos);
+  CHECK(r.err.find("failed") == std::string::npos);
+  const det::DetRun d = det::load_run(json);
+  CHECK(d.count == kRecords);
+  const std::string got = slurp(out);
+  const std::string want = det::expected_for(d, got, tmp, "fallback");
+  CHECK_MESSAGE(got == want, "the write(2) output differs from the reference: ",
+                det::first_difference(got, want));
+}
+
+TEST_CASE("without io_uring spanring drain writes with write(2) and consumes what it wrote") {
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
+  const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
+  TempDir tmp;
+  const std::string name = "spanring-faulttest-" + std::to_string(::getpid()) + "-fallback";
+  SegmentGuard guard(name);
+  spanring::SegmentOptions opts;
+  opts.ring_count = 4;
+  opts.ring_capacity = 64;
+  spanring::Segment::create(name, opts);
+  const Ran p = run_to_end(tmp, "producer", {emitter, "--threads", "2", "--count", "10"},
+                           {{"SPANRING_SEGMENT", name}});
+  REQUIRE_MESSAGE(p.exit.exited_ok(), p.exit.describe(), p.err);
+  const std::vector<RingLine> before = ring_lines(name);
+
+  const std::string out = tmp.file("out.strace");
+  const pid_t pid = spawn({{wrapper, spanring, "drain", "--segment", name, "-o", out}, {}, "",
+                           tmp.file("drain.err")});
+  ChildGuard child(pid);
+  const bool drained = wait_until(
+      [&] {
+        const std::vector<RingLine> now = ring_lines(name);
+        for (size_t i = 0; i < now.size(); ++i)
+          if (before[i].head != before[i].tail && now[i].tail != before[i].head) return false;
+        return true;
+      },
+      kWaitS);
+  REQUIRE(wait_until([&] { return catches_signal(pid, SIGTERM); }, kWaitS));
+  ::kill(pid, SIGTERM);
+  const Exit e = wait_exit(pid, kWaitS);
+  child.release();
+  const std::string err = slurp(tmp.file("drain.err"));
+  INFO("spanring drain under no_uring_exec: ", e.describe(), "\nstderr:\n", err);
+  CHECK_MESSAGE(drained, "the fallback drainer did not move the tails");
+  CHECK(e.exited_ok());
+  CHECK(lines_starting(err, "spanring: io_uring is unavailable (").size() == 1);
+  const spanring_test::ParsedText parsed = parse_and_check_form(slurp(out), {}, "fallback drain");
+  size_t spans = 0;
+  for (const auto& l : parsed.lines) spans += l.kind == spanring_test::LineKind::kSpan ? 1 : 0;
+  CHECK(spans == 20);
 }
 
 }  // TEST_SUITE

@@ -34,40 +34,6 @@ constexpr double kWaitS = 30;
 constexpr uint64_t kDetRecords = 8000;
 constexpr const char* kDetRingSlots = "65536";
 
-struct DetRun {
-  uint64_t pid = 0;
-  uint64_t tid = 0;
-  uint64_t count = 0;
-};
-
-DetRun load_det(const std::string& json_path) {
-  const nlohmann::json j = nlohmann::json::parse(spanring_test::read_file(json_path));
-  DetRun d{j.at("pid").get<uint64_t>(), j.at("tid").get<uint64_t>(), j.at("count").get<uint64_t>()};
-  REQUIRE_MESSAGE(j.at("enabled").get<int>() == 1, "det_emitter ran untraced");
-  return d;
-}
-
-// The expected text for the run: the anchor's values come from the output (they are the
-// process' attach time); everything else from the workload.
-std::string expected_for(const DetRun& d, const std::string& output, const TempDir& tmp,
-                         const std::string& label) {
-  const spanring_test::ParsedText parsed = parse_and_check_form(output, {}, label);
-  check_anchors(parsed, {}, label);
-  spanring_test::AnchorLine anchor;
-  bool found = false;
-  for (const auto& l : parsed.lines) {
-    if (l.kind == spanring_test::LineKind::kAnchor && l.anchor.pid == d.pid) {
-      anchor = l.anchor;
-      found = true;
-      break;
-    }
-  }
-  CHECK_MESSAGE(found, label, ": no [CLOCK_ANCHOR] for pid ", d.pid);
-  CHECK_MESSAGE(anchor.prefix.thread == d.tid, label, ": the anchor's T0x is not the tid");
-  // The plain writer's file is the reference.
-  return det::write_plain(tmp.file(label + ".expected"), det::expected_trace(d.pid, d.tid, d.count, anchor));
-}
-
 }  // namespace
 
 TEST_SUITE("fault") {
@@ -170,9 +136,9 @@ TEST_CASE("through a pipe read 4 KiB at a time by a slow reader the trace equals
   REQUIRE_MESSAGE(e.exited_ok(), "spanring run: ", e.describe());
   MESSAGE("read ", got.size(), " bytes in ", reads, " reads");
 
-  const DetRun d = load_det(json);
+  const det::DetRun d = det::load_run(json);
   REQUIRE(d.count == kDetRecords);
-  const std::string want = expected_for(d, got, tmp, "pipe");
+  const std::string want = det::expected_for(d, got, tmp, "pipe");
   CHECK_MESSAGE(got == want, "pipe output differs from the plain writer's: ",
                 det::first_difference(got, want));
   CHECK_MESSAGE(reads > got.size() / 4096, "the reader did not read in 4 KiB pieces");
@@ -186,9 +152,9 @@ TEST_CASE("into a file the trace of the fixed workload equals a plain synchronou
       tmp.file("out.strace"), {"--rings", "4", "--ring-records", kDetRingSlots},
       {emitter, "--out", json, "--count", std::to_string(kDetRecords)}, 40);
   INFO("spanring run: ", r.run.describe());
-  const DetRun d = load_det(json);
+  const det::DetRun d = det::load_run(json);
   const std::string got = slurp(r.out);
-  const std::string want = expected_for(d, got, tmp, "file");
+  const std::string want = det::expected_for(d, got, tmp, "file");
   CHECK_MESSAGE(got == want, "file output differs from the plain writer's: ",
                 det::first_difference(got, want));
   // The summary agrees: the invalid records are the only drops.
