@@ -392,25 +392,31 @@ int cmd_clean(bool dry_run) {
     if (!entry.is_regular_file(ec)) continue;
     const std::string name = entry.path().filename().string();
     std::string why_kept;
+    const char* why_removed = "no live creator, drainer or owner";
     try {
       Segment seg = Segment::open(name);
       why_kept = live_user(seg);
     } catch (const Error& e) {
-      // Not a spanring segment at all: not ours to judge, and not worth a line.
-      if (e.code() == ErrorCode::kNotASegment) continue;
-      std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
-      continue;
+      if (e.code() != ErrorCode::kNotASegment) {
+        std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
+        continue;
+      }
+      // No magic: a segment whose creator was killed while creating it, or not a spanring
+      // segment at all (not ours to judge, and not worth a line).
+      const std::optional<Segment::Creator> creator = Segment::unfinished_creator(name);
+      if (!creator) continue;
+      if (creator->start_time == 0 || process_start_time(creator->pid) == creator->start_time)
+        why_kept = "its creator pid " + std::to_string(creator->pid) + " is still creating it";
+      why_removed = "its creator died while creating it";
     }
     if (!why_kept.empty()) {
       std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), why_kept.c_str());
       continue;
     }
     if (dry_run) {
-      std::fprintf(stderr, "spanring: would remove %s (no live creator, drainer or owner)\n",
-                   name.c_str());
+      std::fprintf(stderr, "spanring: would remove %s (%s)\n", name.c_str(), why_removed);
     } else if (Segment::remove(name)) {
-      std::fprintf(stderr, "spanring: removed %s (no live creator, drainer or owner)\n",
-                   name.c_str());
+      std::fprintf(stderr, "spanring: removed %s (%s)\n", name.c_str(), why_removed);
       ++removed;
     }
   }

@@ -9,6 +9,8 @@
 
 #include <spanring/segment.h>
 
+#include "src/proc.h"
+
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 using namespace fault_test;
 
@@ -322,6 +325,73 @@ TEST_CASE("spanring clean removes what a killed spanring run left and keeps ever
   CHECK_MESSAGE(e.exited_ok(), "the live run: ", e.describe());
   CHECK_MESSAGE(!shm_exists(live.segment), "spanring run did not remove its segment at exit");
   for (auto& d : drainers) d->release();
+}
+
+TEST_CASE("spanring clean removes a segment whose creator was killed while creating it, and keeps one still being created") {
+  const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
+  if (built == nullptr || std::string(built) != "1") {
+    std::fprintf(stderr, "SKIP: this build has no test points\n");
+    std::exit(77);
+  }
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  TempDir tmp;
+  // spanring run killed after it wrote the creator fields, before the magic (its pages are
+  // being written then: ~200 ms at the default size). The command never starts.
+  const std::string started = tmp.file("started");
+  const pid_t run_pid = spawn({{spanring, "run", "-o", tmp.file("out.strace"), "--", "/bin/touch",
+                                started},
+                               {{"SPANRING_TEST_POINT", "segment_initialising"}},
+                               "",
+                               tmp.file("run.err")});
+  const Exit e = wait_exit(run_pid, kWaitS);
+  REQUIRE_MESSAGE(e.sig == SIGKILL, "spanring run should die at its test point: ", e.describe());
+  CHECK(!file_exists(started));
+  // Its segment: the name spanring run gives, with the dead run's pid.
+  std::string left;
+  const std::string prefix = "spanring-" + std::to_string(run_pid) + "-";
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) left = entry.path().filename();
+  REQUIRE_MESSAGE(!left.empty(), "the killed run left no segment named ", prefix, "*");
+  SegmentGuard left_guard(left);
+  // A producer is refused by it (no magic) rather than tracing into it.
+  CHECK_THROWS_AS(spanring::Segment::open(left), spanring::Error);
+
+  // A segment being created right now by a live process (this test): same state, kept.
+  const std::string creating = "spanring-" + std::to_string(::getpid()) + "-creating";
+  SegmentGuard creating_guard(creating);
+  {
+    const int fd = ::shm_open(creating.c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 4096) == 0);
+    spanring::SegmentHeader h{};
+    h.creator_pid = static_cast<uint32_t>(::getpid());
+    h.creator_start_time = spanring::process_start_time(h.creator_pid);
+    REQUIRE(::pwrite(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h));
+    ::close(fd);
+  }
+
+  const auto clean = [&](bool dry) {
+    std::vector<std::string> argv = {spanring, "clean"};
+    if (dry) argv.push_back("-n");
+    const spanring_test::RunResult r = spanring_test::run_process(argv, 30);
+    INFO("spanring clean", std::string(dry ? " -n" : ""), ": ", r.describe());
+    CHECK(r.exit_code == 0);
+    return r.err;
+  };
+  std::string err = clean(true);
+  CHECK_MESSAGE(err.find("spanring: would remove " + left + " (its creator died while creating it)") !=
+                    std::string::npos,
+                err);
+  CHECK(shm_exists(left));
+  err = clean(false);
+  CHECK_MESSAGE(err.find("spanring: removed " + left + " (its creator died while creating it)") !=
+                    std::string::npos,
+                err);
+  CHECK(!shm_exists(left));
+  CHECK_MESSAGE(err.find("spanring: kept " + creating + ": its creator pid " +
+                         std::to_string(::getpid()) + " is still creating it") != std::string::npos,
+                err);
+  CHECK(shm_exists(creating));
 }
 
 TEST_CASE("segments are created 0600 even under umask 000") {
