@@ -453,9 +453,15 @@ void Drainer::check_owners() {
     RingHeader& r = view_.ring(i);
     if (!rs.owned && r.state.load(std::memory_order_acquire) == kRingClaiming) {
       // A claimer killed between its CAS and kRingActive leaves the ring mid-claim forever.
+      // It writes owner_pid, owner_tid, then generation + 1, then the rest. A ring still at
+      // the generation the drainer last finished (drained_generation, set when the ring was
+      // freed) names its previous owner, not the claimer: that owner's liveness says nothing,
+      // and a claim that has not got that far in kClaimStuckChecks checks has no live claimer
+      // (a claim takes microseconds). Otherwise the owner fields are the claimer's own.
       if (++rs.claiming_seen >= kClaimStuckChecks) {
+        const bool claimer_never_wrote = r.generation == r.drained_generation;
         const uint64_t st = process_start_time(r.owner_pid);
-        if (st == 0 || st != r.owner_start_time) {
+        if (claimer_never_wrote || st == 0 || st != r.owner_start_time) {
           uint32_t expected = kRingClaiming;
           r.state.compare_exchange_strong(expected, kRingFree, std::memory_order_acq_rel);
           rs.claiming_seen = 0;
