@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,18 +86,53 @@ std::string unique_segment_name() {
   return buf;
 }
 
+// Whether /dev/shm/NAME still names the segment being drained. systemd-logind's RemoveIPC
+// (and any rm) can remove the name during a run: the mapping stays valid and draining goes
+// on, but processes started from then on cannot attach and neither can a restarted drainer,
+// so it is said once.
+class SegmentNameWatch {
+ public:
+  explicit SegmentNameWatch(std::string name) : name_(std::move(name)) {
+    struct stat st {};
+    if (::stat(path().c_str(), &st) == 0) {
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+    }
+  }
+  void check() {
+    if (said_ || ino_ == 0) return;
+    struct stat st {};
+    if (::stat(path().c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) return;
+    said_ = true;
+    std::fprintf(stderr, "spanring: warning: segment %s was removed from /dev/shm (systemd-logind's "
+                 "RemoveIPC does this at logout): draining goes on, but processes started from "
+                 "now on run untraced and spanring drain --segment %s can no longer attach\n",
+                 name_.c_str(), name_.c_str());
+  }
+
+ private:
+  std::string path() const { return "/dev/shm/" + name_; }
+  std::string name_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool said_ = false;
+};
+
 // Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
-// owner died must be freed even while other rings keep the drainer busy).
+// owner died must be freed even while other rings keep the drainer busy), and the segment's
+// name once a second.
 template <class Done>
-void drain_loop(Drainer& drainer, Done&& done) {
+void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, Done&& done) {
   Backoff backoff;
   auto next_check = std::chrono::steady_clock::now();
+  int checks = 0;
   while (!done()) {
     const uint64_t n = drainer.poll();
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
       drainer.check_owners();
       drainer.flush_partial();  // a trickle reaches the file within ~100 ms
+      if (++checks % 10 == 0) name_watch.check();
       next_check = now + std::chrono::milliseconds(100);
     }
     if (n >= kBatchRecords) {
@@ -287,10 +323,11 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   }
 
   Drainer drainer(segment, writer, choice.sink());
+  SegmentNameWatch name_watch(name);
   int status = 0;
   bool child_done = false;
   bool all_done = false;
-  drain_loop(drainer, [&] {
+  drain_loop(drainer, name_watch, [&] {
     // Reap every exited descendant; stop once none is left.
     for (;;) {
       int st = 0;
@@ -353,7 +390,8 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
   Drainer drainer(segment, writer, choice.sink(), keep, prefix.pids);
-  drain_loop(drainer, [] { return g_stop_signal != 0; });
+  SegmentNameWatch name_watch(segment_name);
+  drain_loop(drainer, name_watch, [] { return g_stop_signal != 0; });
   bool ok = drainer.finish(false);
   ok = choice.finish() && ok;
   print_summary(drainer, absolute(out_path), ok);

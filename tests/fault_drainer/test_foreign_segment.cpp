@@ -394,6 +394,42 @@ TEST_CASE("spanring clean removes a segment whose creator was killed while creat
   CHECK(shm_exists(creating));
 }
 
+TEST_CASE("a segment whose name is removed from /dev/shm during a run gets one warning, and the run goes on") {
+  // As systemd-logind's RemoveIPC does at logout: the mapping stays, the name is gone.
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
+  TempDir tmp;
+  const std::string err_path = tmp.file("run.err");
+  BackgroundDrainer run({{spanring, "run", "-o", tmp.file("out.strace"), "--", emitter,
+                          "--threads", "1", "--seconds", "3", "--count", "1000000",
+                          "--pace-us", "1000"},
+                         {}, "", err_path},
+                        kWaitS);
+  SegmentGuard guard(run.segment());
+  // Once the emitter has attached and claimed its ring, the name goes.
+  REQUIRE(wait_until(
+      [&] {
+        ShmView v;
+        if (!v.open(run.segment(), false)) return false;
+        for (uint32_t i = 0; i < v.view().ring_count(); ++i)
+          if (v.ring(i).state.load() == spanring::kRingActive) return true;
+        return false;
+      },
+      kWaitS));
+  REQUIRE(::shm_unlink(run.segment().c_str()) == 0);
+  const Exit e = wait_exit(run.pid(), kWaitS);
+  run.release();
+  const std::string err = slurp(err_path);
+  INFO("spanring run: ", e.describe(), "\n", err);
+  CHECK(e.exited_ok());
+  const auto warned = lines_starting(err, "spanring: warning: segment " + run.segment() +
+                                              " was removed from /dev/shm");
+  CHECK(warned.size() == 1);
+  const std::optional<uint64_t> written = summary_value(err, "written");
+  REQUIRE(written.has_value());
+  CHECK(*written > 0);  // the emitter, attached before the removal, was traced to its end
+}
+
 TEST_CASE("segments are created 0600 even under umask 000") {
   become_subreaper();
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
