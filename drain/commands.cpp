@@ -189,6 +189,9 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
                  static_cast<unsigned long long>(s.unfinished));
 }
 
+// Whether the drainer lost records: dropped (any reason) or drained but not written.
+bool lost(const Drainer& d) { return d.stats().dropped != 0 || d.stats().unwritten != 0; }
+
 // The drainer's sink: the output format, seen through a TeeSink when --also-strace asks for a
 // [STRACE] copy of the same events in a second file.
 struct SinkChoice {
@@ -283,7 +286,8 @@ int run_untraced(const std::vector<std::string>& cmd) {
 
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
             const SegmentOptions& opts, const std::vector<std::string>& cmd,
-            bool require_tracing) {
+            const TracingPolicy& policy) {
+  const bool require_tracing = policy.require_tracing;
   if (out_path.empty())
     out_path = "spanring-" + std::to_string(::getpid()) +
                (format == "binary" ? ".sptrace" : ".strace");
@@ -352,11 +356,14 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
                  "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
                  cmd[0].c_str());
-  return exit_status(status);
+  const int cmd_status = exit_status(status);
+  if (cmd_status == 0 && policy.fail_on_loss && lost(drainer)) return kLossExitStatus;
+  return cmd_status;
 }
 
 int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
-              const std::string& also_path, bool require_tracing) {
+              const std::string& also_path, const TracingPolicy& policy) {
+  const bool require_tracing = policy.require_tracing;
   // First: a SIGTERM while we open the segment and recover the file must not kill us between
   // recovery steps; it is seen by the drain loop, which then drains once and stops.
   install_stop_handlers();
@@ -395,7 +402,8 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
   bool ok = drainer.finish(false);
   ok = choice.finish() && ok;
   print_summary(drainer, absolute(out_path), ok);
-  return ok ? 0 : 1;
+  if (!ok) return 1;
+  return policy.fail_on_loss && lost(drainer) ? kLossExitStatus : 0;
 }
 
 namespace {

@@ -12,26 +12,40 @@
 
 namespace spanring {
 
+// What the operator asks of tracing itself, for `run` and `drain`.
+struct TracingPolicy {
+  // Fail (exit 2 before the command starts, or before any tail moves) rather than run the
+  // command untraced when no segment can be created, or write with write(2) when io_uring is
+  // unavailable.
+  bool require_tracing = false;
+  // Exit kLossExitStatus when records were dropped or could not be written (and, for `run`,
+  // the command itself exited 0): a job that must not lose trace data can tell.
+  bool fail_on_loss = false;
+};
+// The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
+inline constexpr int kLossExitStatus = 3;
+
 // Creates a segment, runs `cmd` with SPANRING_SEGMENT set and drains into `out_path` (empty:
 // spanring-<pid>.strace, or .sptrace for binary) in `format` ("strace" or "binary"), plus
 // [STRACE] text into `also_path` when not empty, until `cmd` and all its descendants exit.
 // Returns `cmd`'s exit status (128 + signal when killed, 127 when it cannot be started).
 // The workload is never stopped for the tracer's sake: without io_uring the output is written
 // with write(2) (same bytes), and when the segment cannot be created (no room in /dev/shm,
-// say) `cmd` runs untraced; one stderr line says which. `require_tracing` makes either an
-// Error thrown before `cmd` starts.
+// say) `cmd` runs untraced; one stderr line says which. policy.require_tracing makes either an
+// Error thrown before `cmd` starts; policy.fail_on_loss turns a loss into kLossExitStatus when
+// `cmd` exited 0.
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
             const SegmentOptions& opts, const std::vector<std::string>& cmd,
-            bool require_tracing);
+            const TracingPolicy& policy);
 
 // Attaches to segment `segment_name` and drains into `out_path` until SIGINT/SIGTERM, then
 // drains what is left. Resumes a file a killed drainer left: keeps its committed part and
 // follows its format (`format` empty: that format, else strace; a different one throws
 // Error kInvalidArgument). Without io_uring it writes with write(2) (one stderr line), unless
-// `require_tracing`, which throws Error kUnsupported before any tail moves. Returns 0, or 1
-// when a write failed.
+// policy.require_tracing, which throws Error kUnsupported before any tail moves. Returns 0, 1
+// when a write failed, or kLossExitStatus when records were lost and policy.fail_on_loss.
 int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
-              const std::string& also_path, bool require_tracing);
+              const std::string& also_path, const TracingPolicy& policy);
 
 // Removes the segments in /dev/shm whose creator, drainer and ring owners are all dead (only
 // says so when `dry_run`); never a live one. Returns 0.

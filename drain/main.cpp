@@ -37,8 +37,10 @@ int main(int argc, char** argv) {
                   "read it with `spanring convert` and `spanring report`)")
       ->check(CLI::IsMember({"strace", "binary"}))
       ->capture_default_str();
-  bool run_require = false;
-  run->add_flag("--require-tracing", run_require,
+  spanring::TracingPolicy run_policy;
+  run->add_flag("--fail-on-loss", run_policy.fail_on_loss,
+                "Exit 3 when CMD exited 0 but records were dropped or could not be written");
+  run->add_flag("--require-tracing", run_policy.require_tracing,
                 "Exit 2 before starting CMD when it cannot be traced as asked (no segment can be "
                 "created, io_uring is unavailable), instead of running it untraced or writing "
                 "with write(2)");
@@ -70,8 +72,10 @@ int main(int argc, char** argv) {
                     "Output format: strace or binary (default: the format of the part of the "
                     "file a killed drainer committed, else strace)")
       ->check(CLI::IsMember({"strace", "binary"}));
-  bool drain_require = false;
-  drain->add_flag("--require-tracing", drain_require,
+  spanring::TracingPolicy drain_policy;
+  drain->add_flag("--fail-on-loss", drain_policy.fail_on_loss,
+                  "Exit 3 when records were dropped or could not be written");
+  drain->add_flag("--require-tracing", drain_policy.require_tracing,
                   "Exit 2, moving no ring tail, when io_uring is unavailable, instead of writing "
                   "with write(2)");
   drain->add_option("--also-strace", drain_also,
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_require);
+      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy);
     }
     if (*clean) return spanring::cmd_clean(dry_run);
     if (*convert)
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
                                                           : spanring::ConvertTo::kStrace,
                                    convert_out);
     if (*report) return spanring::cmd_report(report_in, report_json, report_out);
-    return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_require);
+    return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_policy);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());
     return 2;

@@ -116,6 +116,30 @@ TEST_CASE("after the summary, every loss gets a warning that says what to do, co
     CHECK(t.run.err.find("spanring: warning:") == std::string::npos);
 }
 
+TEST_CASE("--fail-on-loss: exit 3 when records were lost and the command exited 0, else the command's status") {
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  const std::vector<std::string> cmd = {demo, "--rounds", "4", "--tasks", "64", "--children", "1"};
+  {
+    // 16-slot rings: the demo's threads emit faster than that drains.
+    const RunResult r =
+        spanring_run(tmp.file("lossy.strace"), {"--fail-on-loss", "--ring-records", "16"}, cmd, 40);
+    INFO("spanring run: ", r.describe());
+    const std::optional<Summary> s = parse_summary(r.err);
+    REQUIRE(s.has_value());
+    CHECK(r.exit_code == (s->dropped != 0 ? 3 : 0));
+  }
+  {
+    // Default rings: nothing lost, the command's own status.
+    const RunResult r = spanring_run(tmp.file("whole.strace"), {"--fail-on-loss"}, cmd, 40);
+    INFO("spanring run: ", r.describe());
+    const std::optional<Summary> s = parse_summary(r.err);
+    REQUIRE(s.has_value());
+    CHECK(s->dropped == 0);
+    CHECK(r.exit_code == 0);
+  }
+}
+
 TEST_CASE("a command that never writes a record gets a warning asking whether it is linked with libspanring") {
   TempDir tmp;
   const TracedRun t = run_traced(tmp.file("out.strace"), {}, {"/bin/true"}, 40);
