@@ -74,6 +74,39 @@ std::vector<RingLine> ring_lines(const std::string& segment) {
   return out;
 }
 
+// A segment of 4 rings of 64 slots into which two threads of an emitter published 10 records
+// each (20 slots of a ring) before exiting: nothing has drained them yet. Removed at the end.
+struct PublishedSegment {
+  std::string name;
+  SegmentGuard guard;
+  std::vector<RingLine> before;  // every ring's line once the emitter is done
+
+  PublishedSegment(const TempDir& tmp, const std::string& tag)
+      : name("spanring-faulttest-" + std::to_string(::getpid()) + "-" + tag), guard(name) {
+    spanring::SegmentOptions opts;
+    opts.ring_count = 4;
+    opts.ring_capacity = 64;
+    spanring::Segment::create(name, opts);
+    const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
+    const Ran p = run_to_end(tmp, "producer", {emitter, "--threads", "2", "--count", "10"},
+                             {{"SPANRING_SEGMENT", name}});
+    REQUIRE_MESSAGE(p.exit.exited_ok(), p.exit.describe(), p.err);
+    REQUIRE_MESSAGE(p.out.find("enabled=1 threads=2 emitted=20 stored=20") != std::string::npos,
+                    p.out);
+    before = ring_lines(name);
+    size_t published = 0;
+    for (const RingLine& r : before) published += r.head != r.tail ? 1 : 0;
+    REQUIRE(published == 2);
+  }
+  // Whether the tail of every ring that held records has reached its head.
+  bool drained() const {
+    const std::vector<RingLine> now = ring_lines(name);
+    for (size_t i = 0; i < now.size(); ++i)
+      if (before[i].head != before[i].tail && now[i].tail != before[i].head) return false;
+    return true;
+  }
+};
+
 }  // namespace
 
 TEST_SUITE("fault") {
@@ -106,23 +139,10 @@ TEST_CASE("without io_uring spanring run --require-tracing says so in one line, 
 TEST_CASE("without io_uring spanring drain --require-tracing says so in one line, exits non-zero and moves no ring tail") {
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
-  const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
-  const std::string name = "spanring-faulttest-" + std::to_string(::getpid()) + "-nouring";
-  SegmentGuard guard(name);
-  spanring::SegmentOptions opts;
-  opts.ring_count = 4;
-  opts.ring_capacity = 64;
-  spanring::Segment::create(name, opts);
-  // Two threads publish 10 records each (20 slots of a ring's 64) and exit: nothing drains them.
-  const Ran p = run_to_end(tmp, "producer", {emitter, "--threads", "2", "--count", "10"},
-                           {{"SPANRING_SEGMENT", name}});
-  REQUIRE_MESSAGE(p.exit.exited_ok(), p.exit.describe(), p.err);
-  REQUIRE_MESSAGE(p.out.find("enabled=1 threads=2 emitted=20 stored=20") != std::string::npos, p.out);
-  const std::vector<RingLine> before = ring_lines(name);
-  size_t published = 0;
-  for (const RingLine& r : before) published += r.head != r.tail ? 1 : 0;
-  REQUIRE(published == 2);
+  const PublishedSegment seg(tmp, "nouring");
+  const std::string& name = seg.name;
+  const std::vector<RingLine>& before = seg.before;
 
   const std::string out = tmp.file("out.strace");
   const Ran r = run_to_end(tmp, "wrapped", {wrapper, spanring, "drain", "--require-tracing",
@@ -148,14 +168,7 @@ TEST_CASE("without io_uring spanring drain --require-tracing says so in one line
   const pid_t pid = spawn({{spanring, "drain", "--segment", name, "-o", out}, {}, "",
                            tmp.file("control.err")});
   ChildGuard child(pid);
-  const bool drained = wait_until(
-      [&] {
-        const std::vector<RingLine> now = ring_lines(name);
-        for (size_t i = 0; i < now.size(); ++i)
-          if (before[i].head != before[i].tail && now[i].tail != before[i].head) return false;
-        return true;
-      },
-      kWaitS);
+  const bool drained = wait_until([&] { return seg.drained(); }, kWaitS);
   REQUIRE(wait_until([&] { return catches_signal(pid, SIGTERM); }, kWaitS));
   ::kill(pid, SIGTERM);
   const Exit e = wait_exit(pid, kWaitS);
@@ -197,31 +210,15 @@ TEST_CASE("without io_uring spanring run says so in one line, runs the command a
 TEST_CASE("without io_uring spanring drain writes with write(2) and consumes what it wrote") {
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string wrapper = spanring_test::exe_from_env("NO_URING_EXEC");
-  const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
-  const std::string name = "spanring-faulttest-" + std::to_string(::getpid()) + "-fallback";
-  SegmentGuard guard(name);
-  spanring::SegmentOptions opts;
-  opts.ring_count = 4;
-  opts.ring_capacity = 64;
-  spanring::Segment::create(name, opts);
-  const Ran p = run_to_end(tmp, "producer", {emitter, "--threads", "2", "--count", "10"},
-                           {{"SPANRING_SEGMENT", name}});
-  REQUIRE_MESSAGE(p.exit.exited_ok(), p.exit.describe(), p.err);
-  const std::vector<RingLine> before = ring_lines(name);
+  const PublishedSegment seg(tmp, "fallback");
+  const std::string& name = seg.name;
 
   const std::string out = tmp.file("out.strace");
   const pid_t pid = spawn({{wrapper, spanring, "drain", "--segment", name, "-o", out}, {}, "",
                            tmp.file("drain.err")});
   ChildGuard child(pid);
-  const bool drained = wait_until(
-      [&] {
-        const std::vector<RingLine> now = ring_lines(name);
-        for (size_t i = 0; i < now.size(); ++i)
-          if (before[i].head != before[i].tail && now[i].tail != before[i].head) return false;
-        return true;
-      },
-      kWaitS);
+  const bool drained = wait_until([&] { return seg.drained(); }, kWaitS);
   REQUIRE(wait_until([&] { return catches_signal(pid, SIGTERM); }, kWaitS));
   ::kill(pid, SIGTERM);
   const Exit e = wait_exit(pid, kWaitS);
