@@ -7,6 +7,7 @@
 #include "drain/uring_writer.h"
 #include "format/binary_sink.h"
 #include "format/text_sink.h"
+#include "mp_util.h"
 
 #include <doctest/doctest.h>
 
@@ -22,25 +23,6 @@ using namespace spanring;
 using binary_test::make_record;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TempPath {
-  std::string path;
-  TempPath() {
-    char p[] = "/tmp/spanring-tee-XXXXXX";
-    const int fd = ::mkstemp(p);
-    REQUIRE(fd >= 0);
-    ::close(fd);
-    path = p;
-  }
-  ~TempPath() { ::unlink(path.c_str()); }
-};
 
 // Drives a sink as the drainer does: buffers framed by begin/end_buffer, a new buffer when the
 // next event might not fit. Returns the concatenated buffers.
@@ -101,8 +83,9 @@ TEST_CASE("TeeSink returns the primary's bytes and writes the same events as [ST
   const std::string want_text = text.finish();
   REQUIRE(want_text.size() > (1u << 20));
 
-  TempPath file;
-  UringWriter writer(file.path, 8);
+  const spanring_test::TempDir tmp;
+  const std::string path = tmp.file("tee.strace");
+  UringWriter writer(path, 8);
   BinarySink primary;
   TeeSink tee(primary, writer);
   CHECK(tee.max_event_bytes() == primary.max_event_bytes());
@@ -111,7 +94,7 @@ TEST_CASE("TeeSink returns the primary's bytes and writes the same events as [ST
   CHECK(teed.finish() == want_binary);
   CHECK(tee.finish());
   CHECK_FALSE(writer.had_error());
-  CHECK(read_file(file.path) == want_text);
+  CHECK(spanring_test::read_file(path) == want_text);
 }
 
 TEST_CASE("a text file that cannot be written fails finish(), not the primary output") {

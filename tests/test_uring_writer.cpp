@@ -4,6 +4,7 @@
 // finished where it can be and then reported, the file cut back to its last whole buffer;
 // /dev/full reports ENOSPC once on stderr and hands every buffer back as failed.
 #include "drain/uring_writer.h"
+#include "mp_util.h"
 
 #include <spanring/error.h>
 
@@ -28,12 +29,7 @@ using namespace spanring;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using spanring_test::read_file;
 
 struct TempPath {
   std::string path;

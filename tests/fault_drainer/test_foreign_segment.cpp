@@ -50,6 +50,16 @@ std::string octal(mode_t mode) {
 
 bool shm_exists(const std::string& name) { return file_exists("/dev/shm/" + name); }
 
+// Runs `spanring clean` (`-n` when `dry`), CHECKs that it exits 0, returns its stderr.
+std::string run_clean(const std::string& spanring, bool dry) {
+  std::vector<std::string> argv = {spanring, "clean"};
+  if (dry) argv.push_back("-n");
+  const spanring_test::RunResult r = spanring_test::run_process(argv, 30);
+  INFO("spanring clean", std::string(dry ? " -n" : ""), ": ", r.describe());
+  CHECK(r.exit_code == 0);
+  return r.err;
+}
+
 // A small healthy segment (4 rings of 16 slots) named `name`.
 void create_segment(const std::string& name) {
   spanring::SegmentOptions o;
@@ -280,14 +290,7 @@ TEST_CASE("spanring clean removes what a killed spanring run left and keeps ever
   REQUIRE(shm_exists(dead.segment));
   REQUIRE(shm_exists(orphan.segment));
 
-  const auto clean = [&](bool dry) {
-    std::vector<std::string> argv = {spanring, "clean"};
-    if (dry) argv.push_back("-n");
-    const spanring_test::RunResult r = spanring_test::run_process(argv, 30);
-    INFO("spanring clean", std::string(dry ? " -n" : ""), ": ", r.describe());
-    CHECK(r.exit_code == 0);
-    return r.err;
-  };
+  const auto clean = [&](bool dry) { return run_clean(spanring, dry); };
   const auto says = [](const std::string& err, const std::string& start, const std::string& name) {
     for (const std::string& l : lines_starting(err, start + name))
       if (l.size() > start.size() + name.size() && (l[start.size() + name.size()] == ' ' ||
@@ -370,14 +373,7 @@ TEST_CASE("spanring clean removes a segment whose creator was killed while creat
     ::close(fd);
   }
 
-  const auto clean = [&](bool dry) {
-    std::vector<std::string> argv = {spanring, "clean"};
-    if (dry) argv.push_back("-n");
-    const spanring_test::RunResult r = spanring_test::run_process(argv, 30);
-    INFO("spanring clean", std::string(dry ? " -n" : ""), ": ", r.describe());
-    CHECK(r.exit_code == 0);
-    return r.err;
-  };
+  const auto clean = [&](bool dry) { return run_clean(spanring, dry); };
   std::string err = clean(true);
   CHECK_MESSAGE(err.find("spanring: would remove " + left + " (its creator died while creating it)") !=
                     std::string::npos,
