@@ -2,9 +2,11 @@
 //   spanring run [-o FILE] [--format strace|binary] [--rings N] [--ring-records N] -- CMD [ARGS...]
 //   spanring drain --segment NAME -o FILE [--format strace|binary]     (drain/commands.h)
 //   spanring clean [-n]
+//   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
 //   spanring report FILE [--json] [-o OUT]
 #include "drain/commands.h"
+#include "drain/stat.h"
 #include "tools/convert.h"
 
 #include <spanring/error.h>
@@ -109,6 +111,15 @@ int main(int argc, char** argv) {
                "are all dead; never a live one");
   clean->add_flag("-n,--dry-run", dry_run, "Only say what would be removed");
 
+  std::string stat_segment;
+  bool stat_json = false;
+  CLI::App* stat = app.add_subcommand(
+      "stat", "Show the live state of a segment (while a run drains it, or left behind): "
+              "creator, drainer, rings in use with their owner, fill and drops; reads only");
+  stat->add_option("--segment", stat_segment, "Segment name (the value of SPANRING_SEGMENT)")
+      ->required();
+  stat->add_flag("--json", stat_json, "One JSON object instead of text");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -116,6 +127,7 @@ int main(int argc, char** argv) {
       return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy);
     }
     if (*clean) return spanring::cmd_clean(dry_run);
+    if (*stat) return spanring::cmd_stat(stat_segment, stat_json);
     if (*convert)
       return spanring::cmd_convert(convert_in,
                                    convert_to == "chrome" ? spanring::ConvertTo::kChrome
