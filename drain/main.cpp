@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
                 "Exit 2 before starting CMD when it cannot be traced as asked (no segment can be "
                 "created, io_uring is unavailable), instead of running it untraced or writing "
                 "with write(2)");
+  run->add_flag("--no-status", [&run_policy](int64_t) { run_policy.status_line = false; },
+                "No live status line (records/s, drops) on stderr; it is shown only when "
+                "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
   run->add_option("--also-strace", run_also,
                   "Also write the same events as [STRACE] text to this file (to check "
                   "conversions; costs a second formatting pass)");
@@ -80,6 +83,9 @@ int main(int argc, char** argv) {
   drain->add_flag("--require-tracing", drain_policy.require_tracing,
                   "Exit 2, moving no ring tail, when io_uring is unavailable, instead of writing "
                   "with write(2)");
+  drain->add_flag("--no-status", [&drain_policy](int64_t) { drain_policy.status_line = false; },
+                  "No live status line (records/s, drops) on stderr; it is shown only when "
+                  "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
   drain->add_option("--also-strace", drain_also,
                     "Also write this drainer's events as [STRACE] text to this file");
 
