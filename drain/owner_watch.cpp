@@ -4,6 +4,7 @@
 #include "src/proc.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,15 +12,23 @@
 
 namespace spanring {
 
+OwnerWatch::OwnerWatch() noexcept : pidfd_limit_(kMaxPidfds) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
+      files.rlim_cur / 4 < pidfd_limit_)
+    pidfd_limit_ = static_cast<size_t>(files.rlim_cur / 4);
+}
+
 OwnerWatch::~OwnerWatch() {
   for (auto& [pid, p] : procs_)
     if (p.pidfd >= 0) ::close(p.pidfd);
 }
 
-size_t OwnerWatch::pidfds() const noexcept {
-  size_t n = 0;
-  for (const auto& [pid, p] : procs_) n += p.pidfd >= 0 ? 1 : 0;
-  return n;
+void OwnerWatch::close_pidfd(Process& p) noexcept {
+  if (p.pidfd < 0) return;
+  ::close(p.pidfd);
+  p.pidfd = -1;
+  --pidfds_open_;
 }
 
 void OwnerWatch::look(uint32_t pid, Process& p) noexcept {
@@ -45,23 +54,23 @@ bool OwnerWatch::alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept
     // pidfd first, then compare the start time. The pidfd pins whatever process held the pid
     // at the open; if its start time is the owner's, that process is the owner, and a reuse
     // of the pid later cannot change what the pidfd watches.
-    Process fresh;
+    if (it != procs_.end()) {
+      close_pidfd(it->second);
+    } else {
+      it = procs_.emplace(pid, Process{}).first;
+    }
+    Process& fresh = it->second;
+    fresh = Process{};
     fresh.start_time = start_time;
     // The raw syscall: glibc 2.36's <sys/pidfd.h> declares pidfd_open without C linkage for
     // C++. ENOSYS, EPERM (seccomp), EMFILE...: -1, and /proc is read instead.
-    fresh.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+    if (pidfds_open_ < pidfd_limit_) {
+      fresh.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+      if (fresh.pidfd >= 0) ++pidfds_open_;
+    }
     fresh.checked = round_;
     fresh.alive = process_start_time(pid) == start_time;
-    if (!fresh.alive && fresh.pidfd >= 0) {
-      ::close(fresh.pidfd);
-      fresh.pidfd = -1;
-    }
-    if (it != procs_.end()) {
-      if (it->second.pidfd >= 0) ::close(it->second.pidfd);
-      it->second = fresh;
-    } else {
-      it = procs_.emplace(pid, fresh).first;
-    }
+    if (!fresh.alive) close_pidfd(fresh);
   }
   Process& p = it->second;
   p.seen = round_;
@@ -87,7 +96,7 @@ void OwnerWatch::end_round() noexcept {
       ++it;
       continue;
     }
-    if (it->second.pidfd >= 0) ::close(it->second.pidfd);
+    close_pidfd(it->second);
     it = procs_.erase(it);
   }
 }

@@ -6,8 +6,8 @@
 // - each process is looked at once, not once per ring: a pidfd (pidfd_open, opened when the
 //   process is first seen, after which its start time is compared once, so a reused pid is
 //   never mistaken for the owner) polled with timeout 0; one syscall, no /proc read. Where
-//   pidfd_open is unavailable (ENOSYS, a seccomp filter, EMFILE) the process' /proc/PID/stat
-//   start time is read instead, still once per process;
+//   pidfd_open is unavailable (ENOSYS, a seccomp filter) or kMaxPidfds are open, the process'
+//   /proc/PID/stat start time is read instead, still once per process;
 // - each non-leader thread: tgkill(pid, tid, 0), one syscall, no /proc read (ESRCH: it exited);
 // - a leader thread (tid == pid) that exits while the process' other threads run stays a zombie
 //   that signals still reach, so only /proc/PID/task/PID/stat tells; that read is spread: each
@@ -33,7 +33,13 @@ class OwnerWatch {
   // process lives on) is found within ~1 s.
   static constexpr uint64_t kLeaderRounds = 10;
 
-  OwnerWatch() = default;
+  // Pidfds kept open at most: a quarter of the soft RLIMIT_NOFILE, at most 512. The drainer's
+  // /proc reads (here, and the command lines it announces) need descriptors too, and an open
+  // that fails for want of one would read as a dead owner. Processes past it are looked at
+  // through /proc, once per round.
+  static constexpr size_t kMaxPidfds = 512;
+
+  OwnerWatch() noexcept;
   ~OwnerWatch();
   OwnerWatch(const OwnerWatch&) = delete;
   OwnerWatch& operator=(const OwnerWatch&) = delete;
@@ -47,7 +53,7 @@ class OwnerWatch {
 
   // Processes followed now, and how many of them through a pidfd (for tests and benchmarks).
   size_t processes() const noexcept { return procs_.size(); }
-  size_t pidfds() const noexcept;
+  size_t pidfds() const noexcept { return pidfds_open_; }
 
  private:
   struct Process {
@@ -59,8 +65,11 @@ class OwnerWatch {
     bool leader_exited = false; // its leader thread was seen exited (a zombie)
   };
   void look(uint32_t pid, Process& p) noexcept;
+  void close_pidfd(Process& p) noexcept;
 
   std::unordered_map<uint32_t, Process> procs_;  // by pid
+  size_t pidfd_limit_ = 0;  // kMaxPidfds or less (RLIMIT_NOFILE)
+  size_t pidfds_open_ = 0;
   uint64_t round_ = 1;
 };
 
