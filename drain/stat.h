@@ -8,6 +8,11 @@
 // is not within one ring of the tail, an unknown ring state or a record header that does not
 // parse is shown as a problem of that ring, never followed), so a corrupt segment gives a
 // report, never a crash. The fill is a snapshot: producers and the drainer move on meanwhile.
+//
+// Drops by reason, as far as the segment holds them: `ring_full` per ring (the producer's
+// counter), `no_ring` and `vfork` for the segment, `corrupt` as the quarantined rings. The
+// `invalid` and `reentrant` drops are markers among a ring's records, counted by the drainer
+// as it reads them: they are in the trace and the run's summary, not here.
 #pragma once
 
 #include <spanring/segment_view.h>
