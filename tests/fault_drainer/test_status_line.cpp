@@ -114,7 +114,8 @@ TEST_CASE("spanring run draws a live status line on a terminal and erases it bef
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
-  const std::vector<std::string> work = {emitter, "--threads", "2", "--seconds", "2.6",
+  // Long enough for a redraw or two (one a second) even on a loaded machine.
+  const std::vector<std::string> work = {emitter, "--threads", "2", "--seconds", "3",
                                          "--pace-us", "200"};
   const auto run_args = [&](std::vector<std::string> options) {
     std::vector<std::string> argv = {spanring, "run", "-o", tmp.file("out.strace")};
@@ -154,11 +155,11 @@ TEST_CASE("spanring drain draws the status line on a terminal and erases it befo
   const std::string name = "spanring-statustest-" + std::to_string(::getpid());
   SegmentGuard guard(name);
   spanring::Segment::create(name, spanring::SegmentOptions{16, 4096});
-  const pid_t producer = spawn({{emitter, "--threads", "2", "--seconds", "4", "--pace-us", "200"},
+  const pid_t producer = spawn({{emitter, "--threads", "2", "--seconds", "6", "--pace-us", "200"},
                                 {{"SPANRING_SEGMENT", name}}, "", tmp.file("emitter.err")});
   ChildGuard producer_guard(producer);
   const PtyRun drained =
-      run_on_pty({spanring, "drain", "--segment", name, "-o", tmp.file("out.strace")}, {}, 2.6);
+      run_on_pty({spanring, "drain", "--segment", name, "-o", tmp.file("out.strace")}, {}, 3.5);
   CHECK_MESSAGE(drained.exit.exited_ok(), drained.exit.describe(), "\n", drained.out);
   check_status_then_summary(drained.out);
 }
