@@ -235,3 +235,32 @@ def test_each_thread_has_its_own_ring_named_after_its_python_name(traced, tmp_pa
     strace = subprocess.run([SPANRING, "convert", str(r.trace), "--to", "strace"],
                             check=True, timeout=60, capture_output=True, text=True).stdout
     assert strace.count("name=ext.app.work ") == 203
+
+
+def test_a_span_left_on_another_thread_is_not_recorded_and_warns(traced):
+    r = traced("""
+        import json, threading, warnings, spanring
+
+        def gen():
+            with spanring.span("gen"):
+                yield 1
+
+        g = gen()
+        next(g)                      # the span begins on the main thread ...
+        caught = []
+        def finish():
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                g.close()            # ... and its with block ends on another one
+            caught.extend(str(x.message) for x in w)
+        t = threading.Thread(target=finish)
+        t.start()
+        t.join()
+        with spanring.span("other_thread_ok"):
+            pass
+        json.dump(caught, open(SIDE, "w"))
+    """)
+    assert len(r.side) == 1 and "another thread" in r.side[0]
+    assert r.named("ext.app.gen") == []
+    # The main thread still counts the unrecorded span open (docs/python.md, Threads).
+    assert r.one("ext.app.other_thread_ok")["depth"] == 1
