@@ -497,6 +497,11 @@ PyObject* Producer_get_name(ProducerObject* self, void*) {
   return self->name;
 }
 
+// Pickles as its name, so a producer can go to a multiprocessing child.
+PyObject* Producer_reduce(ProducerObject* self, PyObject*) {
+  return Py_BuildValue("(O(O))", reinterpret_cast<PyObject*>(Py_TYPE(self)), self->name);
+}
+
 PyMethodDef producer_methods[] = {
     {"span", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Producer_span)),
      METH_FASTCALL | METH_KEYWORDS,
@@ -504,6 +509,8 @@ PyMethodDef producer_methods[] = {
      "decorator. attrs: int, float, bool or str values (a str without spaces), identifier keys."},
     {"enabled", Producer_enabled, METH_NOARGS,
      "True when this process is traced (SPANRING_SEGMENT named a live segment at import)."},
+    {"__reduce__", reinterpret_cast<PyCFunction>(Producer_reduce), METH_NOARGS,
+     "Pickles as Producer(name)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef producer_getset[] = {

@@ -39,15 +39,16 @@ def test_an_os_fork_child_is_traced_under_its_own_pid(traced):
 MP_PROGRAM = """
     import json, multiprocessing as mp, os, sys, spanring
 
-    def child(q, i):
-        with spanring.producer("worker").span("task", i=i):
+    def child(q, i, worker):
+        with worker.span("task", i=i):
             q.put((i, os.getpid(), spanring.enabled()))
 
     if __name__ == "__main__":
         ctx = mp.get_context(sys.argv[1])
         q = ctx.Queue()
         with spanring.span("parent"):
-            procs = [ctx.Process(target=child, args=(q, i)) for i in range(3)]
+            worker = spanring.producer("worker")  # pickled to spawned children
+            procs = [ctx.Process(target=child, args=(q, i, worker)) for i in range(3)]
             for p in procs:
                 p.start()
             got = sorted(q.get(timeout=30) for _ in procs)
