@@ -141,7 +141,11 @@ void release_ring(void* ring) noexcept {
   static_cast<RingHeader*>(ring)->state.store(kRingReleased, std::memory_order_release);
 }
 
-void copy_thread_name(char* out) noexcept {
+void copy_thread_name(const ThreadState& t, char* out) noexcept {
+  if (t.name_set != 0) {
+    std::memcpy(out, t.name, sizeof t.name);
+    return;
+  }
   char name[17] = {};
   if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
   std::memcpy(out, name, 16);
@@ -175,7 +179,7 @@ bool claim_ring(ThreadState& t) noexcept {
     // sets the ring's too.
     r.anchor_origin.store(std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
-    copy_thread_name(r.thread_name);
+    copy_thread_name(t, r.thread_name);
     // Open spans: none, or those a forked child inherited from its parent's thread.
     std::memcpy(r.open, t.stash, t.stash_count * sizeof(OpenSpan));
     r.open_depth.store(t.stash_count != 0 ? t.depth : 0, std::memory_order_relaxed);
@@ -193,6 +197,13 @@ bool claim_ring(ThreadState& t) noexcept {
     return true;
   }
   return false;
+}
+
+void set_thread_name(const char* name) noexcept {
+  ThreadState& t = t_state;
+  std::memset(t.name, 0, sizeof t.name);
+  if (name != nullptr) std::memcpy(t.name, name, strnlen(name, sizeof t.name));
+  t.name_set = name != nullptr && name[0] != '\0';
 }
 
 bool attach(const char* segment_name) noexcept {

@@ -14,6 +14,8 @@ extern "C" int spanring_enabled(void) { return spanring::enabled() ? 1 : 0; }
 
 extern "C" int64_t spanring_now_ns(void) { return spanring::now_ns(); }
 
+extern "C" void spanring_set_thread_name(const char* name) { spanring::set_thread_name(name); }
+
 // The vfork wrapper's error path: errno from the failed syscall, -1 to the caller.
 extern "C" __attribute__((visibility("hidden"))) int spanring_vfork_failed(long err) {
   errno = static_cast<int>(err);

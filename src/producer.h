@@ -66,6 +66,10 @@ struct ThreadState {
   std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
   uint32_t stash_count;   // open spans copied at fork (prepare handler), for the child's ring
   OpenSpan stash[kOpenSpanMax];
+  // set_thread_name(): the name the next ring this thread claims carries instead of the
+  // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
+  uint32_t name_set;
+  char name[sizeof(RingHeader::thread_name)];
 };
 // constinit: zero-initialised, no dynamic initialisation, so other units read it directly
 // instead of through a TLS wrapper call (3 instructions per access on the hot path).

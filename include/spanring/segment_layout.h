@@ -185,7 +185,7 @@ struct alignas(64) RingHeader {
   uint64_t owner_start_time;    // owner process start, clock ticks since boot (/proc/PID/stat #22)
   uint64_t anchor_mono_ns;      // owner process clock anchor: CLOCK_MONOTONIC ns ...
   uint64_t anchor_wall_ns;      // ... and CLOCK_REALTIME ns, read together at the process' attach
-  char thread_name[16];         // prctl(PR_GET_NAME) at claim, NUL-terminated unless 16 bytes
+  char thread_name[16];         // prctl name or set_thread_name() at claim; NUL-terminated unless 16
   uint64_t anchor_tsc;          // TSC read with anchor_mono_ns (its midpoint); 0: no TSC times
 
   // ---- line 1: producer-owned.

@@ -48,6 +48,16 @@ bool attach(const char* segment_name) noexcept;
 // syscall on Linux with a TSC clock source.
 int64_t now_ns() noexcept;
 
+// Names the calling thread in the trace (the thread name of the binary trace and of the
+// Chrome/Perfetto lane): the ring this thread claims next (on its first span, or on its first
+// span in a forked child) carries the first 16 bytes of `name` instead of the kernel's thread
+// name (prctl PR_GET_NAME, read when the ring is claimed). A ring the thread already holds keeps
+// the name it was claimed with, so call it before the thread's first span. NULL or "" goes back
+// to the kernel's name. Thread-local: names only the calling thread. No syscall, no allocation;
+// also stored while tracing is disabled. Language bindings use it to give their own thread names
+// (the Python package: threading's name) to lanes that would otherwise all read `python3`.
+void set_thread_name(const char* name) noexcept;
+
 // Emits one span timed by the caller, at the calling thread's current depth and invocation (as
 // a child of the innermost open Span, if any). `ts_ns` and `dur_ns` are ns; for a device span
 // pass the device clock's offset and put `clk=dev` in `attrs`. `attrs` is raw `k1=v1 k2=v2`

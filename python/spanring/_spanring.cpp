@@ -1,0 +1,679 @@
+// spanring._spanring: the CPython extension behind the `spanring` package (docs/python.md).
+//
+// Every call on the hot path is C: Producer.span() (vectorcall with keyword names, no dict),
+// Span.__enter__/__exit__, Producer.enabled(). A Python span is a spanring::Span (span.h) built
+// in place inside the Python object, so it shares everything a C++ span has: the thread's ring
+// and depth (a Python span inside a C++ span of the same thread is its child), the TSC clock
+// converted by the drainer, packed integer attributes, the open-span note that reports a killed
+// process' open spans. libspanring is linked as a shared library, so a process that also loads
+// C++ code linked against libspanring holds one copy of the producer (one ring per thread).
+//
+// Rejected: ctypes over the C ABI (a ctypes call alone costs more than the whole span), and a
+// pure-Python context-manager class around C calls (two Python frames per span, ~3x the cost).
+//
+// Threading: the GIL serialises every call here. A span is recorded by the thread that entered
+// it; one left on another thread is not recorded (RuntimeWarning), because ending it there would
+// pop another thread's depth.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include <spanring/segment_layout.h>
+#include <spanring/span.h>
+
+#include <cstring>
+#include <new>
+#include <string_view>
+
+namespace {
+
+// Keyword attributes held inline in a span object; more go to one PyMem block.
+constexpr Py_ssize_t kInlineAttrs = 6;
+
+// The name bytes a span keeps: the library reads at most kNameRawMax (65) raw bytes of a name,
+// one past the 64-byte cap so that the drainer knows to cut with `~`.
+constexpr size_t kNameBuf = spanring::kNameRawMax + 1;
+
+PyObject* g_decorate = nullptr;        // spanring._decorate(producer, name, attrs, func)
+PyObject* g_current_thread = nullptr;  // threading.current_thread
+// The last keyword-name tuple that passed the identifier check (a strong reference, so its
+// address cannot be reused by another tuple). A call site's keyword names are one constant
+// tuple of its code object, so a loop checks its keys once.
+PyObject* g_checked_kwnames = nullptr;
+
+// Whether this thread has given its Python name to the library (set_thread_name) yet. Kept
+// across fork: the forking thread keeps its Python name in the child.
+__attribute__((tls_model("initial-exec"))) thread_local bool t_named = false;
+
+// ---- helpers
+
+// UTF-8 bytes of a str; a str that UTF-8 cannot encode (lone surrogates) is encoded with
+// backslash escapes into *keep, which the caller releases. Never fails with an exception set.
+std::string_view utf8(PyObject* s, PyObject** keep) {
+  Py_ssize_t n = 0;
+  if (const char* p = PyUnicode_AsUTF8AndSize(s, &n)) return {p, static_cast<size_t>(n)};
+  PyErr_Clear();
+  *keep = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+  if (*keep == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return {PyBytes_AS_STRING(*keep), static_cast<size_t>(PyBytes_GET_SIZE(*keep))};
+}
+
+// The calling thread's Python name becomes its ring's thread name (before its first span
+// claims the ring). Failures only leave the kernel's name.
+void name_thread() {
+  t_named = true;
+  PyObject* t = PyObject_CallNoArgs(g_current_thread);
+  PyObject* name = t != nullptr ? PyObject_GetAttrString(t, "name") : nullptr;
+  if (name != nullptr && PyUnicode_Check(name)) {
+    PyObject* keep = nullptr;
+    const std::string_view v = utf8(name, &keep);
+    char buf[17] = {};
+    std::memcpy(buf, v.data(), v.size() < 16 ? v.size() : 16);
+    spanring::set_thread_name(buf);
+    Py_XDECREF(keep);
+  }
+  Py_XDECREF(name);
+  Py_XDECREF(t);
+  PyErr_Clear();
+}
+
+// The keyword attributes of a span() call: keys must be identifiers (ValueError), values int,
+// float, bool or str (TypeError), a str value without a space (ValueError: a space separates
+// [STRACE] tokens). Checked whether tracing is enabled or not, so a program behaves the same
+// traced and untraced.
+int check_attrs(PyObject* const* values, PyObject* kwnames) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  if (kwnames != g_checked_kwnames) {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+      if (PyUnicode_IsIdentifier(key) != 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "spanring: attribute key %R is not an identifier", key);
+        return -1;
+      }
+    }
+    Py_INCREF(kwnames);
+    Py_XSETREF(g_checked_kwnames, kwnames);
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = values[i];
+    if (PyLong_Check(v) || PyFloat_Check(v)) continue;
+    if (PyUnicode_Check(v)) {
+      if (PyUnicode_FindChar(v, ' ', 0, PyUnicode_GET_LENGTH(v), 1) >= 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "spanring: attribute %U=%R holds a space, which separates [STRACE] tokens",
+                     PyTuple_GET_ITEM(kwnames, i), v);
+        return -1;
+      }
+      continue;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "spanring: attribute %U must be int, float, bool or str, not %.100s",
+                 PyTuple_GET_ITEM(kwnames, i), Py_TYPE(v)->tp_name);
+    return -1;
+  }
+  return 0;
+}
+
+// The span name: a non-empty str.
+int check_name(PyObject* name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "spanring: a span name must be str, not %.100s",
+                 Py_TYPE(name)->tp_name);
+    return -1;
+  }
+  if (PyUnicode_GET_LENGTH(name) == 0) {
+    PyErr_SetString(PyExc_ValueError, "spanring: a span name must not be empty");
+    return -1;
+  }
+  return 0;
+}
+
+// One attribute into a recording span, spelled as str() spells the value (True, 0.5, 1e-05),
+// integers packed (decimal text written by the drainer).
+void add_attr(spanring::Span& s, std::string_view key, PyObject* v) {
+  if (PyBool_Check(v)) {
+    s.attr(key, v == Py_True ? "True" : "False");
+    return;
+  }
+  if (PyLong_Check(v)) {
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow == 0 && !(x == -1 && PyErr_Occurred())) {
+      s.attr(key, static_cast<int64_t>(x));
+      return;
+    }
+    PyErr_Clear();
+    if (overflow > 0) {
+      const unsigned long long u = PyLong_AsUnsignedLongLong(v);
+      if (!PyErr_Occurred()) {
+        s.attr(key, static_cast<uint64_t>(u));
+        return;
+      }
+      PyErr_Clear();
+    }
+    // Beyond 64 bits: the decimal text.
+    if (PyObject* text = PyObject_Str(v)) {
+      PyObject* keep = nullptr;
+      s.attr(key, utf8(text, &keep));
+      Py_XDECREF(keep);
+      Py_DECREF(text);
+    }
+    PyErr_Clear();
+    return;
+  }
+  if (PyFloat_Check(v)) {
+    // repr(float): the shortest text that reads back as the same double.
+    if (char* text = PyOS_double_to_string(PyFloat_AS_DOUBLE(v), 'r', 0, Py_DTSF_ADD_DOT_0,
+                                           nullptr)) {
+      s.attr(key, std::string_view{text});
+      PyMem_Free(text);
+    }
+    PyErr_Clear();
+    return;
+  }
+  PyObject* keep = nullptr;  // a str (check_attrs let nothing else through)
+  s.attr(key, utf8(v, &keep));
+  Py_XDECREF(keep);
+}
+
+// ---- Producer
+
+struct ProducerObject {
+  PyObject_HEAD
+  PyObject* name;            // the producer's name (str)
+  uint32_t prefix_len;       // bytes of prefix
+  char prefix[kNameBuf];     // "ext.<name>.", cut at kNameBuf
+};
+
+// ---- Span (recording) and NoopSpan (tracing disabled)
+
+struct SpanObject {
+  PyObject_HEAD
+  ProducerObject* producer;  // strong
+  PyObject* name;            // str, strong
+  PyObject* kwnames;         // tuple of keys, strong; nullptr: no attributes
+  PyObject** values;         // nattrs strong references: inline_values or a PyMem block
+  Py_ssize_t nattrs;
+  unsigned long thread;      // PyThread_get_thread_ident() of the thread that entered it
+  bool entered;
+  PyObject* inline_values[kInlineAttrs];
+  char full_name[kNameBuf + 1];  // prefix + name, NUL-terminated; read by the Span until it ends
+  alignas(spanring::Span) unsigned char storage[sizeof(spanring::Span)];
+
+  spanring::Span& span() { return *std::launder(reinterpret_cast<spanring::Span*>(storage)); }
+};
+
+extern PyTypeObject SpanType;
+extern PyTypeObject NoopSpanType;
+extern PyTypeObject ProducerType;
+extern PyTypeObject InvocationType;
+
+PyObject g_noop_span = {};
+
+// A zeroed type object with refcount 1; PyType_Ready fills in the metatype.
+PyTypeObject new_type() {
+  PyTypeObject t;
+  std::memset(&t, 0, sizeof t);
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&t), 1);
+  return t;
+}  // the one NoopSpan (static, immortal by its refcount)
+
+// Ends the span recorded in `self` (entered on this thread) or, when entered on another one,
+// drops it with a warning: a Span must end on its own thread (it pops that thread's depth).
+void end_span(SpanObject* self) {
+  self->entered = false;
+  if (self->thread == PyThread_get_thread_ident()) {
+    self->span().~Span();
+    return;
+  }
+  PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                   "spanring: span %R ended on another thread than it began on: not recorded",
+                   self->name);
+}
+
+void Span_dealloc(SpanObject* self) {
+  if (self->entered) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    end_span(self);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+  }
+  for (Py_ssize_t i = 0; i < self->nattrs; ++i) Py_DECREF(self->values[i]);
+  if (self->values != self->inline_values) PyMem_Free(self->values);
+  Py_XDECREF(self->kwnames);
+  Py_DECREF(self->name);
+  Py_DECREF(reinterpret_cast<PyObject*>(self->producer));
+  PyObject_Free(self);
+}
+
+PyObject* Span_enter(SpanObject* self, PyObject*) {
+  if (self->entered) {
+    PyErr_SetString(PyExc_RuntimeError, "spanring: this span is already open");
+    return nullptr;
+  }
+  if (!t_named) name_thread();
+  // The full name: "ext.<producer>." + name, at most kNameBuf bytes (the library reads no more).
+  const ProducerObject* p = self->producer;
+  uint32_t len = p->prefix_len;
+  std::memcpy(self->full_name, p->prefix, len);
+  PyObject* keep = nullptr;
+  const std::string_view leaf = utf8(self->name, &keep);
+  const size_t n = leaf.size() < kNameBuf - len ? leaf.size() : kNameBuf - len;
+  std::memcpy(self->full_name + len, leaf.data(), n);
+  self->full_name[len + n] = '\0';
+  Py_XDECREF(keep);
+  spanring::Span* s = new (self->storage) spanring::Span(self->full_name);
+  for (Py_ssize_t i = 0; i < self->nattrs; ++i) {
+    PyObject* kkeep = nullptr;
+    add_attr(*s, utf8(PyTuple_GET_ITEM(self->kwnames, i), &kkeep), self->values[i]);
+    Py_XDECREF(kkeep);
+  }
+  self->thread = PyThread_get_thread_ident();
+  self->entered = true;
+  Py_INCREF(self);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* Span_exit(SpanObject* self, PyObject* const*, Py_ssize_t) {
+  if (self->entered) end_span(self);
+  if (PyErr_Occurred()) return nullptr;  // the warning was turned into an error
+  Py_RETURN_FALSE;
+}
+
+// A keyword-argument dict of a span's attributes (for the decorator).
+PyObject* attrs_dict(PyObject* kwnames, PyObject* const* values, Py_ssize_t n) {
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (PyDict_SetItem(d, PyTuple_GET_ITEM(kwnames, i), values[i]) < 0) {
+      Py_DECREF(d);
+      return nullptr;
+    }
+  return d;
+}
+
+// span(func): the decorator. spanring._decorate builds the wrapper (a new span per call; an
+// async def is timed over its awaited body).
+PyObject* decorate(PyObject* producer, PyObject* name, PyObject* attrs, PyObject* args,
+                   PyObject* kwargs) {
+  if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+    PyErr_SetString(PyExc_TypeError, "spanring: a span decorates one function");
+    return nullptr;
+  }
+  if (PyTuple_GET_SIZE(args) != 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
+    PyErr_SetString(PyExc_TypeError, "spanring: a span decorates one function");
+    return nullptr;
+  }
+  if (g_decorate == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "spanring: the decorator is not set up");
+    return nullptr;
+  }
+  return PyObject_CallFunctionObjArgs(g_decorate, producer, name, attrs, PyTuple_GET_ITEM(args, 0),
+                                      nullptr);
+}
+
+PyObject* Span_call(SpanObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* attrs = self->kwnames != nullptr
+                        ? attrs_dict(self->kwnames, self->values, self->nattrs)
+                        : PyDict_New();
+  if (attrs == nullptr) return nullptr;
+  PyObject* r = decorate(reinterpret_cast<PyObject*>(self->producer), self->name, attrs, args,
+                         kwargs);
+  Py_DECREF(attrs);
+  return r;
+}
+
+PyObject* Span_repr(SpanObject* self) {
+  return PyUnicode_FromFormat("<spanring span %U of producer %U%s>", self->name,
+                              self->producer->name, self->entered ? ", open" : "");
+}
+
+PyMethodDef span_methods[] = {
+    {"__enter__", reinterpret_cast<PyCFunction>(Span_enter), METH_NOARGS,
+     "Begins the span (reads the clock); returns the span."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Span_exit)),
+     METH_FASTCALL, "Ends the span and records it; never suppresses an exception."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject SpanType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.Span";
+  t.tp_basicsize = sizeof(SpanObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(Span_dealloc);
+  t.tp_repr = reinterpret_cast<reprfunc>(Span_repr);
+  t.tp_call = reinterpret_cast<ternaryfunc>(Span_call);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "A span of a producer: a context manager (timed from __enter__ to __exit__) and a "
+             "decorator. Made by Producer.span().";
+  t.tp_methods = span_methods;
+  return t;
+}();
+
+// The span of a process that is not traced: nothing to time, nothing to keep.
+PyObject* Noop_enter(PyObject* self, PyObject*) {
+  Py_INCREF(self);
+  return self;
+}
+PyObject* Noop_exit(PyObject*, PyObject* const*, Py_ssize_t) { Py_RETURN_FALSE; }
+// As a decorator it returns the function itself: an untraced process stays untraced.
+PyObject* Noop_call(PyObject*, PyObject* args, PyObject* kwargs) {
+  if ((kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != 1 ||
+      !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
+    PyErr_SetString(PyExc_TypeError, "spanring: a span decorates one function");
+    return nullptr;
+  }
+  PyObject* f = PyTuple_GET_ITEM(args, 0);
+  Py_INCREF(f);
+  return f;
+}
+
+PyMethodDef noop_methods[] = {
+    {"__enter__", Noop_enter, METH_NOARGS, "Does nothing (tracing is disabled)."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Noop_exit)),
+     METH_FASTCALL, "Does nothing (tracing is disabled)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject NoopSpanType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.NoopSpan";
+  t.tp_basicsize = sizeof(PyObject);
+  t.tp_call = Noop_call;
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "The span of a process that is not traced: enter and exit do nothing.";
+  t.tp_methods = noop_methods;
+  return t;
+}();
+
+// Producer.span(name, **attrs)
+PyObject* Producer_span(ProducerObject* self, PyObject* const* args, size_t nargsf,
+                        PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError,
+                 "spanring: span() takes a name and keyword attributes (%zd positional given)",
+                 nargs);
+    return nullptr;
+  }
+  PyObject* name = args[0];
+  if (check_name(name) < 0) return nullptr;
+  const Py_ssize_t nattrs = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nattrs != 0 && check_attrs(args + 1, kwnames) < 0) return nullptr;
+  if (!spanring::enabled()) {
+    Py_INCREF(&g_noop_span);
+    return &g_noop_span;
+  }
+  SpanObject* s = PyObject_New(SpanObject, &SpanType);
+  if (s == nullptr) return nullptr;
+  s->values = s->inline_values;
+  s->nattrs = 0;
+  s->entered = false;
+  s->thread = 0;
+  Py_INCREF(self);
+  s->producer = self;
+  Py_INCREF(name);
+  s->name = name;
+  s->kwnames = nullptr;
+  if (nattrs != 0) {
+    if (nattrs > kInlineAttrs) {
+      s->values = static_cast<PyObject**>(PyMem_Malloc(sizeof(PyObject*) * nattrs));
+      if (s->values == nullptr) {
+        s->values = s->inline_values;
+        Py_DECREF(s);
+        return PyErr_NoMemory();
+      }
+    }
+    Py_INCREF(kwnames);
+    s->kwnames = kwnames;
+    for (Py_ssize_t i = 0; i < nattrs; ++i) {
+      Py_INCREF(args[1 + i]);
+      s->values[i] = args[1 + i];
+    }
+    s->nattrs = nattrs;
+  }
+  return reinterpret_cast<PyObject*>(s);
+}
+
+PyObject* Producer_enabled(PyObject*, PyObject*) {
+  if (spanring::enabled()) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+// Makes a producer: a str name, not empty, without a dot, space or `=` (ValueError).
+PyObject* Producer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"name", nullptr};
+  PyObject* name = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:producer", const_cast<char**>(kwlist), &name))
+    return nullptr;
+  if (PyUnicode_GET_LENGTH(name) == 0) {
+    PyErr_SetString(PyExc_ValueError, "spanring: a producer name must not be empty");
+    return nullptr;
+  }
+  for (const Py_UCS4 bad : {U'.', U' ', U'='}) {
+    if (PyUnicode_FindChar(name, bad, 0, PyUnicode_GET_LENGTH(name), 1) >= 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "spanring: producer name %R holds '%c': span names are ext.<producer>.<name>, "
+                   "so a producer name has no dot, space or '='",
+                   name, static_cast<int>(bad));
+      return nullptr;
+    }
+  }
+  PyObject* keep = nullptr;
+  const std::string_view v = utf8(name, &keep);
+  ProducerObject* p = reinterpret_cast<ProducerObject*>(type->tp_alloc(type, 0));
+  if (p == nullptr) {
+    Py_XDECREF(keep);
+    return nullptr;
+  }
+  Py_INCREF(name);
+  p->name = name;
+  std::string_view parts[] = {"ext.", v, "."};
+  uint32_t len = 0;
+  for (const std::string_view part : parts) {
+    const size_t n = part.size() < kNameBuf - len ? part.size() : kNameBuf - len;
+    std::memcpy(p->prefix + len, part.data(), n);
+    len += static_cast<uint32_t>(n);
+  }
+  p->prefix_len = len;
+  Py_XDECREF(keep);
+  return reinterpret_cast<PyObject*>(p);
+}
+
+void Producer_dealloc(ProducerObject* self) {
+  Py_XDECREF(self->name);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* Producer_repr(ProducerObject* self) {
+  return PyUnicode_FromFormat("<spanring producer %R>", self->name);
+}
+
+PyObject* Producer_get_name(ProducerObject* self, void*) {
+  Py_INCREF(self->name);
+  return self->name;
+}
+
+// Pickles as its name, so a producer can go to a multiprocessing child.
+PyObject* Producer_reduce(ProducerObject* self, PyObject*) {
+  return Py_BuildValue("(O(O))", reinterpret_cast<PyObject*>(Py_TYPE(self)), self->name);
+}
+
+PyMethodDef producer_methods[] = {
+    {"span", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Producer_span)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "span(name, **attrs): a span named ext.<producer>.<name>, a context manager and a "
+     "decorator. attrs: int, float, bool or str values (a str without spaces), identifier keys."},
+    {"enabled", Producer_enabled, METH_NOARGS,
+     "True when this process is traced (SPANRING_SEGMENT named a live segment at import)."},
+    {"__reduce__", reinterpret_cast<PyCFunction>(Producer_reduce), METH_NOARGS,
+     "Pickles as Producer(name)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef producer_getset[] = {
+    {"name", reinterpret_cast<getter>(Producer_get_name), nullptr, "The producer's name.",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject ProducerType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.Producer";
+  t.tp_basicsize = sizeof(ProducerObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(Producer_dealloc);
+  t.tp_repr = reinterpret_cast<reprfunc>(Producer_repr);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "Producer(name): emits spans named ext.<name>.<span>. ValueError for an empty name "
+             "or one holding a dot, space or '='.";
+  t.tp_methods = producer_methods;
+  t.tp_getset = producer_getset;
+  t.tp_new = Producer_new;
+  return t;
+}();
+
+// ---- Invocation
+
+struct InvocationObject {
+  PyObject_HEAD
+  uint64_t inv;
+  uint64_t hid;
+  unsigned long thread;
+  bool entered;
+  alignas(spanring::Invocation) unsigned char storage[sizeof(spanring::Invocation)];
+};
+
+PyObject* Invocation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"inv", "hid", nullptr};
+  unsigned long long inv = 0, hid = 0;
+  // K: an unsigned 64-bit value, no overflow check: negative or too large is refused below.
+  PyObject *inv_obj = nullptr, *hid_obj = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!|O!:invocation", const_cast<char**>(kwlist),
+                                   &PyLong_Type, &inv_obj, &PyLong_Type, &hid_obj))
+    return nullptr;
+  inv = PyLong_AsUnsignedLongLong(inv_obj);
+  if (PyErr_Occurred()) {
+    PyErr_SetString(PyExc_ValueError, "spanring: inv must be an int in 0..2**64-1");
+    return nullptr;
+  }
+  if (hid_obj != nullptr) {
+    hid = PyLong_AsUnsignedLongLong(hid_obj);
+    if (PyErr_Occurred()) {
+      PyErr_SetString(PyExc_ValueError, "spanring: hid must be an int in 0..2**64-1");
+      return nullptr;
+    }
+  }
+  InvocationObject* self = reinterpret_cast<InvocationObject*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->inv = inv;
+  self->hid = hid;
+  self->entered = false;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void invocation_end(InvocationObject* self) {
+  self->entered = false;
+  if (self->thread == PyThread_get_thread_ident()) {
+    std::launder(reinterpret_cast<spanring::Invocation*>(self->storage))->~Invocation();
+    return;
+  }
+  PyErr_WarnEx(PyExc_RuntimeWarning,
+               "spanring: invocation ended on another thread than it began on", 1);
+}
+
+void Invocation_dealloc(InvocationObject* self) {
+  if (self->entered) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    invocation_end(self);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+  }
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* Invocation_enter(InvocationObject* self, PyObject*) {
+  if (self->entered) {
+    PyErr_SetString(PyExc_RuntimeError, "spanring: this invocation is already entered");
+    return nullptr;
+  }
+  new (self->storage) spanring::Invocation(self->inv, self->hid);
+  self->thread = PyThread_get_thread_ident();
+  self->entered = true;
+  Py_INCREF(self);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* Invocation_exit(InvocationObject* self, PyObject* const*, Py_ssize_t) {
+  if (self->entered) invocation_end(self);
+  if (PyErr_Occurred()) return nullptr;
+  Py_RETURN_FALSE;
+}
+
+PyMethodDef invocation_methods[] = {
+    {"__enter__", reinterpret_cast<PyCFunction>(Invocation_enter), METH_NOARGS,
+     "Sets inv and hid for the spans this thread begins until __exit__."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Invocation_exit)),
+     METH_FASTCALL, "Restores the previous inv and hid."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject InvocationType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.invocation";
+  t.tp_basicsize = sizeof(InvocationObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(Invocation_dealloc);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "invocation(inv, hid=0): a context manager; spans this thread begins inside it carry "
+             "inv= and hid= (0..2**64-1). Nestable; thread-local.";
+  t.tp_methods = invocation_methods;
+  t.tp_new = Invocation_new;
+  return t;
+}();
+
+// ---- module functions
+
+PyObject* mod_now_ns(PyObject*, PyObject*) { return PyLong_FromLongLong(spanring::now_ns()); }
+
+PyObject* mod_set_decorator(PyObject*, PyObject* f) {
+  Py_INCREF(f);
+  Py_XSETREF(g_decorate, f);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef module_methods[] = {
+    {"now_ns", mod_now_ns, METH_NOARGS,
+     "now_ns() -> int: CLOCK_MONOTONIC in ns, the clock of every span's ts."},
+    {"_set_decorator", mod_set_decorator, METH_O, "Internal: the span decorator's builder."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "spanring._spanring",
+                          "The C half of the spanring package (see spanring).", -1,
+                          module_methods, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__spanring(void) {
+  for (PyTypeObject* t : {&SpanType, &NoopSpanType, &ProducerType, &InvocationType})
+    if (PyType_Ready(t) < 0) return nullptr;
+  // The one NoopSpan: a static object, never freed (its refcount starts at 1 and only rises and
+  // falls around it).
+  Py_SET_REFCNT(&g_noop_span, 1);
+  Py_SET_TYPE(&g_noop_span, &NoopSpanType);
+  PyObject* threading = PyImport_ImportModule("threading");
+  if (threading == nullptr) return nullptr;
+  g_current_thread = PyObject_GetAttrString(threading, "current_thread");
+  Py_DECREF(threading);
+  if (g_current_thread == nullptr) return nullptr;
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == nullptr) return nullptr;
+  Py_INCREF(&g_noop_span);
+  if (PyModule_AddObjectRef(m, "Producer", reinterpret_cast<PyObject*>(&ProducerType)) < 0 ||
+      PyModule_AddObjectRef(m, "Span", reinterpret_cast<PyObject*>(&SpanType)) < 0 ||
+      PyModule_AddObjectRef(m, "NoopSpan", reinterpret_cast<PyObject*>(&NoopSpanType)) < 0 ||
+      PyModule_AddObjectRef(m, "invocation", reinterpret_cast<PyObject*>(&InvocationType)) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
