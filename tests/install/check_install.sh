@@ -189,6 +189,15 @@ layout)
     expected+=("$libdir/cmake/spanring/spanringConfig.cmake"
                "$libdir/cmake/spanring/spanringConfigVersion.cmake")
   fi
+  if [ -n "${SPANRING_PYTHON_DIR:-}" ]; then
+    # The Python package: its pure-Python part and the one extension module (its file name
+    # carries the interpreter's ABI tag, e.g. _spanring.cpython-311-x86_64-linux-gnu.so).
+    pydir=$dest$(abs "$SPANRING_PYTHON_DIR")/spanring
+    expected+=("$pydir/__init__.py")
+    ext=("$pydir"/_spanring*.so)
+    [ ${#ext[@]} = 1 ] && [ -f "${ext[0]}" ] || fail "no single _spanring extension in $pydir"
+    expected+=("${ext[0]}")
+  fi
   printf '%s\n' "${expected[@]}" | sort >"$tmp/expected"
   find "$dest" \( -type f -o -type l \) | sort >"$tmp/installed"
   if ! diff -u "$tmp/expected" "$tmp/installed"; then
