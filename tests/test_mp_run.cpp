@@ -55,22 +55,22 @@ TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
                   " [STRACE] lines of a name the demo did not emit");
   }
 
-  // Children are separate processes: chip.* spans come from the two chip children, l3.* spans
+  // Children are separate processes: chip.* spans come from the two chip children, node.* spans
   // from the one parent, and the two sets do not meet.
-  const std::set<uint64_t> l3_pids = trace.pids_with_name_prefix("l3.");
+  const std::set<uint64_t> node_pids = trace.pids_with_name_prefix("node.");
   const std::set<uint64_t> chip_pids = trace.pids_with_name_prefix("chip.");
-  CHECK_MESSAGE(l3_pids.size() == 1, "l3.* spans come from ", l3_pids.size(), " pids");
+  CHECK_MESSAGE(node_pids.size() == 1, "node.* spans come from ", node_pids.size(), " pids");
   CHECK_MESSAGE(chip_pids.size() == 2, "chip.* spans come from ", chip_pids.size(),
                 " pids, the demo forked 2 children");
   for (const uint64_t pid : chip_pids) {
-    CHECK_MESSAGE(l3_pids.count(pid) == 0, "pid ", pid, " emitted both l3.* and chip.* spans");
+    CHECK_MESSAGE(node_pids.count(pid) == 0, "pid ", pid, " emitted both node.* and chip.* spans");
   }
 
   // The demo's device spans are passed through with clk=dev; every pid was anchored.
   size_t device_spans = 0;
   for (const SpanLine& s : trace.spans) device_spans += is_device_span(s) ? 1 : 0;
   CHECK_MESSAGE(device_spans > 0, "no clk=dev span in the trace");
-  CHECK(trace.anchors.size() == l3_pids.size() + chip_pids.size());
+  CHECK(trace.anchors.size() == node_pids.size() + chip_pids.size());
 }
 
 TEST_CASE("spanring run writes into a pipe (-o /dev/stdout) and into /dev/null with no false write error") {

@@ -1,6 +1,7 @@
 #include "tools/report.h"
 
 #include "format/trace_reader.h"
+#include "tools/cli_util.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -270,6 +271,10 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
 }
 
 int run_report(TraceInput& in, TraceOutput& out, bool json, std::string* err) {
+  if (is_empty_input(in)) {
+    *err = in.name() + " is not a trace: it is empty (0 bytes)";
+    return kExitFailed;
+  }
   TraceReport report;
   const ReadResult r = read_trace(in, report);
   switch (r.status) {

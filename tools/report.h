@@ -91,8 +91,9 @@ class TraceReport final : public EventVisitor {
 };
 
 // Runs `spanring report`: reads `in`, writes the report (text or JSON) to `out`, problems to
-// `err`. Returns the exit status: 0 for a trace (complete, cut, or empty: each said so), 1 when
-// the input is not a trace or is corrupt.
+// `err`. Returns the exit status: 0 for a trace (complete or cut: said so; a trace with no span
+// says so too), 1 when the input is not a trace, is corrupt, or is empty (0 bytes), with nothing
+// written to `out`.
 int run_report(TraceInput& in, TraceOutput& out, bool json, std::string* err);
 
 }  // namespace spanring

@@ -138,7 +138,7 @@ TEST_CASE("report on the demo's binary trace counts exactly what the demo emitte
   const RunResult table = run_process({d.spanring, "report", d.binary});
   REQUIRE(table.exit_code == 0);
   CHECK(contains(table.out, "l3-orch"));
-  CHECK(contains(table.out, "l3.dispatch"));
+  CHECK(contains(table.out, "node.dispatch"));
 }
 
 TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs") {
@@ -221,9 +221,9 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
     CHECK(contains(process_names[pid], "device clock of pid " +
                                            std::to_string(pid - spanring::kDevicePidBase)));
   }
-  // One flow per l3.submit, each a pair s/f: from inside an l3.submit to inside the
-  // l3.dispatch of the same (pid, run_id, task_slot).
-  CHECK(starts.size() == expected_counts(d.expect)["l3.submit"]);
+  // One flow per node.submit, each a pair s/f: from inside an node.submit to inside the
+  // node.dispatch of the same (pid, run_id, task_slot).
+  CHECK(starts.size() == expected_counts(d.expect)["node.submit"]);
   CHECK(starts.size() == finishes.size());
   for (const auto& [id, n] : starts) CHECK((n == 1 && finishes[id] == 1));
   auto enclosing = [&](const json& f, const std::string& name) -> const Slice* {
@@ -234,7 +234,7 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
   };
   std::map<uint64_t, const Slice*> from;
   for (const json& f : flows) {
-    const Slice* s = enclosing(f, f["ph"] == "s" ? "l3.submit" : "l3.dispatch");
+    const Slice* s = enclosing(f, f["ph"] == "s" ? "node.submit" : "node.dispatch");
     REQUIRE_MESSAGE(s != nullptr, "flow end not inside its span: ", f.dump());
     if (f["ph"] == "s") {
       from[f["id"]] = s;
@@ -244,7 +244,7 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
   for (const json& f : flows) {
     if (f["ph"] != "f") continue;
     CHECK(f["bp"] == "e");
-    const Slice* to = enclosing(f, "l3.dispatch");
+    const Slice* to = enclosing(f, "node.dispatch");
     const Slice* src = from[f["id"]];
     REQUIRE(src != nullptr);
     CHECK(src->args["run_id"] == to->args["run_id"]);
