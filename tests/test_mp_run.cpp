@@ -11,12 +11,129 @@
 #include <sys/stat.h>
 
 #include <map>
+#include <tuple>
 #include <set>
 #include <string>
 
 using namespace spanring_test;
 
 TEST_SUITE("mp") {
+
+// The attributes of a span line as a map (`k=v` tokens separated by single spaces).
+std::map<std::string, std::string> attr_map(const std::string& attrs) {
+  std::map<std::string, std::string> m;
+  size_t at = 0;
+  while (at < attrs.size()) {
+    size_t end = attrs.find(' ', at);
+    if (end == std::string::npos) end = attrs.size();
+    const std::string tok = attrs.substr(at, end - at);
+    const size_t eq = tok.find('=');
+    if (eq != std::string::npos) m[tok.substr(0, eq)] = tok.substr(eq + 1);
+    at = end + 1;
+  }
+  return m;
+}
+
+TEST_CASE("the demo's spans read as the [STRACE] tool reads span families: a submit->dispatch pair per task, lanes named by role") {
+  // Written from shared/strace-format.md, "Span families": the first word of a name is the
+  // family; node.* is the L3 scheduler, per task, inv=0 hid=0, with role facade (submit),
+  // scheduler (dispatch) or worker (complete); a flow joins a node.submit to the first later
+  // node.dispatch with the same (pid, run_id, task_slot); a lane is named "orchestrator /
+  // facade", "scheduler" or "worker N" from the roles on it; chip.run is depth 0 with its own
+  // inv and the callable's hid. l3.* is no longer recognised.
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  const uint32_t rounds = 3, tasks = 16, workers = 2;
+  const TracedRun t = run_traced(tmp.file("out.strace"), {},
+                                 {demo, "--rounds", std::to_string(rounds), "--tasks",
+                                  std::to_string(tasks), "--workers", std::to_string(workers)},
+                                 40);
+  INFO("spanring run: ", t.run.describe());
+  REQUIRE(t.summary.dropped == 0);
+  const Trace trace = load_trace(t.out);
+
+  struct Lane {
+    std::set<std::string> roles;
+    std::set<std::string> worker_ids;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Lane> lanes;  // (pid, tid) of node.* spans
+  // (pid, run_id, task_slot) -> ts of the submits and dispatches, in file order.
+  using Key = std::tuple<uint64_t, std::string, std::string>;
+  std::map<Key, std::vector<uint64_t>> submits, dispatches;
+  std::map<std::string, std::string> dispatch_worker;  // dispatch_id -> worker_id
+  std::map<std::string, std::string> complete_worker;
+  for (const SpanLine& s : trace.spans) {
+    const std::string family = s.name.substr(0, s.name.find('.'));
+    CHECK_MESSAGE((family == "node" || family == "chip"), "a span of family ", family, ": ",
+                  s.name);
+    const auto a = attr_map(s.attrs);
+    if (family == "chip") {
+      if (s.name == "chip.run") {
+        CHECK(s.depth == 0);
+        CHECK(s.inv != 0);
+        CHECK(s.hid != 0);
+      }
+      continue;
+    }
+    CAPTURE(s.name);
+    CAPTURE(s.attrs);
+    CHECK(s.inv == 0);  // per task, not per run
+    CHECK(s.hid == 0);
+    REQUIRE(a.count("role") == 1);
+    Lane& lane = lanes[{s.pid, s.tid}];
+    lane.roles.insert(a.at("role"));
+    const std::string leaf = s.name.substr(5);
+    if (leaf == "graph_build") {
+      CHECK(a.at("role") == "facade");
+    } else if (leaf == "submit") {
+      CHECK(a.at("role") == "facade");
+      submits[{s.pid, a.at("run_id"), a.at("task_slot")}].push_back(s.ts);
+    } else if (leaf == "dispatch") {
+      CHECK(a.at("role") == "scheduler");
+      dispatches[{s.pid, a.at("run_id"), a.at("task_slot")}].push_back(s.ts);
+      dispatch_worker[a.at("dispatch_id")] = a.at("worker_id");
+    } else if (leaf == "complete") {
+      CHECK(a.at("role") == "worker");
+      lane.worker_ids.insert(a.at("worker_id"));
+      complete_worker[a.at("dispatch_id")] = a.at("worker_id");
+    } else {
+      FAIL_CHECK("a node.* leaf the demo does not write: ", s.name);
+    }
+  }
+
+  // A flow for every task: each submit has a later dispatch with the same key.
+  CHECK(submits.size() == rounds * tasks);
+  CHECK(dispatches.size() == rounds * tasks);
+  for (const auto& [key, ts] : submits) {
+    CAPTURE(std::get<1>(key));
+    CAPTURE(std::get<2>(key));
+    REQUIRE(ts.size() == 1);
+    const auto d = dispatches.find(key);
+    REQUIRE_MESSAGE(d != dispatches.end(), "a node.submit with no node.dispatch");
+    REQUIRE(d->second.size() == 1);
+    CHECK_MESSAGE(d->second[0] > ts[0], "the dispatch starts before its submit");
+  }
+  // complete names the worker its dispatch targeted.
+  CHECK(complete_worker == dispatch_worker);
+
+  // Lanes: one role each, named as the tool names them.
+  std::multiset<std::string> names;
+  for (const auto& [pt, lane] : lanes) {
+    REQUIRE_MESSAGE(lane.roles.size() == 1, "lane tid ", pt.second, " has ", lane.roles.size(),
+                    " roles");
+    const std::string role = *lane.roles.begin();
+    if (role == "facade") {
+      names.insert("orchestrator / facade");
+    } else if (role == "scheduler") {
+      names.insert("scheduler");
+    } else {
+      REQUIRE(lane.worker_ids.size() == 1);
+      names.insert("worker " + *lane.worker_ids.begin());
+    }
+  }
+  CHECK(names == std::multiset<std::string>{"orchestrator / facade", "scheduler", "worker 0",
+                                            "worker 1"});
+}
 
 TEST_CASE("spanring run traces the l3 demo and its chip children exactly") {
   const std::string demo = exe_from_env("L3_DEMO");
