@@ -10,6 +10,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
 #include <map>
 #include <tuple>
 #include <set>
@@ -231,6 +235,126 @@ TEST_CASE("after the summary, every loss gets a warning that says what to do, co
     CHECK(t.run.err.find(want) != std::string::npos);
   else
     CHECK(t.run.err.find("spanring: warning:") == std::string::npos);
+}
+
+TEST_CASE("report reads at a glance on a lossy run: clock, window, counts first; drops folded per thread; threads labelled") {
+  // 16-slot rings: the demo's parent threads drop records in many separate ranges.
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string demo = exe_from_env("L3_DEMO");
+  TempDir tmp;
+  const std::string text = tmp.file("lossy.strace");
+  const std::string binary = tmp.file("lossy.sptrace");
+  const RunResult run = run_process({spanring, "run", "--format", "binary", "-o", binary,
+                                     "--also-strace", text, "--ring-records", "16", "--", demo,
+                                     "--rounds", "6", "--tasks", "64", "--children", "1"});
+  INFO("spanring run: ", run.describe());
+  REQUIRE(run.exit_code == 0);
+  const std::optional<Summary> summary = parse_summary(run.err);
+  REQUIRE(summary.has_value());
+  const Trace trace = load_trace(text);
+
+  // What the report must say, computed here from the [STRACE] lines.
+  uint64_t first_ts = UINT64_MAX, last_end = 0, first_pid = 0;
+  for (const SpanLine& sp : trace.spans) {
+    if (is_device_span(sp)) continue;
+    if (sp.ts < first_ts) {
+      first_ts = sp.ts;
+      first_pid = sp.pid;
+    }
+    last_end = std::max(last_end, sp.ts + sp.dur);
+  }
+  REQUIRE(first_ts != UINT64_MAX);
+  uint64_t wall = 0;
+  for (const AnchorLine& a : trace.anchors)
+    if (a.pid == first_pid) wall = a.wall_ns + (first_ts - a.mono_ns);
+  REQUIRE(wall != 0);
+  const time_t sec = static_cast<time_t>(wall / 1000000000u);
+  struct tm tm {};
+  gmtime_r(&sec, &tm);
+  char utc[64];
+  const size_t n = std::strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(utc + n, sizeof utc - n, ".%09uZ", static_cast<unsigned>(wall % 1000000000u));
+  struct Folded {
+    uint64_t dropped = 0, ranges = 0, first = UINT64_MAX, last = 0;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Folded> folded;
+  for (const DropsLine& d : trace.drops) {
+    REQUIRE(d.reason == "ring_full");
+    Folded& f = folded[{d.pid, d.tid}];
+    f.dropped += d.dropped;
+    ++f.ranges;
+    f.first = std::min(f.first, d.first_seq);
+    f.last = std::max(f.last, d.last_seq);
+  }
+  if (trace.drops.size() <= folded.size()) {
+    MESSAGE("no thread dropped in more than one range this run (", trace.drops.size(),
+            " drop lines): nothing to fold");
+  }
+
+  for (const std::string& file : {text, binary}) {
+    CAPTURE(file);
+    const RunResult rep = run_process({spanring, "report", file});
+    INFO("report: ", rep.describe());
+    REQUIRE(rep.exit_code == 0);
+    std::vector<std::string> lines;
+    for (size_t at = 0; at < rep.out.size();) {
+      const size_t nl = rep.out.find('\n', at);
+      lines.push_back(rep.out.substr(at, nl - at));
+      at = nl + 1;
+    }
+    REQUIRE(lines.size() > 4);
+    CHECK(lines[0].rfind("spanring report: " + file + " (", 0) == 0);
+    CHECK(lines[1] == "clock: host spans CLOCK_MONOTONIC ns, tables in us; clk=dev spans "
+                      "device-clock ns, in a table of their own");
+    CHECK(lines[2].rfind("window: ts " + std::to_string(first_ts) + " .. " +
+                             std::to_string(last_end) + " (", 0) == 0);
+    CHECK(lines[2].find("), starting " + std::string(utc) +
+                        " (wall clock, from the clock anchors)") != std::string::npos);
+    CHECK(lines[3] == "processes: " + std::to_string(summary->processes) +
+                          "  threads: " + std::to_string(summary->threads) +
+                          "  records: " + std::to_string(summary->written) + "  lost: " +
+                          std::to_string(summary->dropped) + " dropped, 0 unfinished");
+
+    // Drops: one line per thread, however many ranges it lost.
+    std::vector<std::string> drop_lines;
+    bool in_drops = false;
+    for (const std::string& l : lines) {
+      if (l == "drops (records that are not in the trace), per thread:") {
+        in_drops = true;
+        continue;
+      }
+      if (in_drops && l.rfind("  ", 0) != 0) break;
+      if (in_drops) drop_lines.push_back(l);
+    }
+    CHECK(drop_lines.size() == folded.size());
+    for (const auto& [pt, f] : folded) {
+      const std::string head = "  pid " + std::to_string(pt.first) + " tid " +
+                               std::to_string(pt.second) + " (";
+      const std::string tail = "): " + std::to_string(f.dropped) + " record(s) in " +
+                               std::to_string(f.ranges) + " range(s), seq " +
+                               std::to_string(f.first) + ".." + std::to_string(f.last) +
+                               ", reason ring_full (the ring was full)";
+      size_t found = 0;
+      for (const std::string& l : drop_lines)
+        if (l.rfind(head, 0) == 0 && l.size() > tail.size() &&
+            l.compare(l.size() - tail.size(), tail.size(), tail) == 0)
+          ++found;
+      CHECK_MESSAGE(found == 1, head, "...", tail);
+    }
+
+    // The thread column: the lane each node.* thread's role names; the binary trace also has
+    // the kernel's thread name.
+    const bool is_binary = file == binary;
+    for (const std::string& label : {"orchestrator / facade", "scheduler", "worker 0",
+                                     "worker 1"}) {
+      const std::string want = is_binary ? "[" + label + "]" : "  " + label + "  ";
+      CHECK_MESSAGE(rep.out.find(want) != std::string::npos, "no thread labelled ", want);
+    }
+    if (is_binary) CHECK(rep.out.find("l3-sched [scheduler]") != std::string::npos);
+    CHECK(rep.out.find(is_binary ? "spanring-l3-demo --rounds 6" : "(no command line in "
+                                                                   "[STRACE] text) spans: ") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("--fail-on-loss: exit 3 when records were lost and the command exited 0, else the command's status") {

@@ -161,7 +161,7 @@ void TraceReport::span(const SpanEvent& e) {
   Thread& t = thread_of(e.pid, e.tid);
   ++t.records;
   ++records_;
-  if (t.families.size() < 8) t.families.insert(family_of(s.name));  // a label, not a census
+  if (t.families.size() < 8) t.families.insert(decoded(family_of(s.name)));  // a label only
   const std::string_view role = attr_value(s.attrs, "role");
   if (!role.empty()) {
     std::set<std::string>& workers = t.roles[decoded(role)];

@@ -221,6 +221,33 @@ TEST_CASE("report numbers of a hand-written [STRACE] trace equal the hand-comput
   CHECK(text.find("(no command line in [STRACE] text) spans: a.*, b.*\n") != std::string::npos);
 }
 
+TEST_CASE("the report shows names decoded, keeps the [STRACE] spelling in --json, and labels lanes by role") {
+  const std::string pre = "[STRACE] v=1 pid=7 tid=8 inv=0 hid=0 depth=0 ";
+  const std::string t = pre + "name=ext.app.odd%20name%3Dx ts=100 dur=5 why=%5Bdemo%5D\n" +
+                        pre + "name=node.dispatch ts=200 dur=5 run_id=0 task_slot=1 "
+                              "role=scheduler\n" +
+                        pre + "name=bad.line%0A ts=300 dur=5 \n";
+  TraceInput in = TraceInput::memory(t, "names");
+  std::string text;
+  {
+    TraceOutput out = TraceOutput::memory(&text);
+    std::string e;
+    REQUIRE(run_report(in, out, false, &e) == 0);
+    out.finish();
+  }
+  CHECK(text.find("\next.app.odd name=x ") != std::string::npos);
+  CHECK(text.find("%20") == std::string::npos);
+  CHECK(text.find("\nbad.line\\x0a ") != std::string::npos);  // a control byte stays visible
+  CHECK(text.find("  scheduler  ") != std::string::npos);  // the lane its role names
+  int rc = -1;
+  const json r = report_of(t, &rc);
+  REQUIRE(rc == 0);
+  const json& row = name_row(r, "ext.app.odd%20name%3Dx");
+  CHECK(row["decoded_name"] == "ext.app.odd name=x");
+  CHECK(r["by_process"][0]["threads"][0]["role"] == "scheduler");
+  CHECK(r["by_process"][0]["families"] == json{"bad.*", "ext.*", "node.*"});
+}
+
 TEST_CASE("the same trace written as binary gives the same report") {
   TraceBuilder b;
   b.begin_block();
