@@ -7,8 +7,9 @@
 // One block per subcommand. The conventions every command follows (exit statuses, `-o -`,
 // FILE.old unless --force, no output for a rejected input) are in tools/cli_util.h; what a
 // command line that does not parse gets (exit 2, the usage, "did you mean") in drain/usage.h.
-// The same options are spelled in docs/spanring.1.scd (the man page) and
-// docs/spanring.bash (completion): a new option goes there too (tests/test_mp_cli.cpp checks).
+// A new option or command also goes into docs/spanring.1.scd, the man page (tests/test_mp_cli.cpp
+// checks that it names every option of every command's --help); the bash completion
+// (docs/spanring.bash) reads them from --help by itself.
 #include "drain/commands.h"
 #include "drain/usage.h"
 #include "tools/cli_util.h"
