@@ -246,7 +246,7 @@ TEST_CASE("report reads at a glance on a lossy run: clock, window, counts first;
   const std::string binary = tmp.file("lossy.sptrace");
   const RunResult run = run_process({spanring, "run", "--format", "binary", "-o", binary,
                                      "--also-strace", text, "--ring-records", "16", "--", demo,
-                                     "--rounds", "6", "--tasks", "64", "--children", "1"});
+                                     "--rounds", "20", "--tasks", "64", "--children", "1"});
   INFO("spanring run: ", run.describe());
   REQUIRE(run.exit_code == 0);
   const std::optional<Summary> summary = parse_summary(run.err);
@@ -345,15 +345,27 @@ TEST_CASE("report reads at a glance on a lossy run: clock, window, counts first;
     // The thread column: the lane each node.* thread's role names; the binary trace also has
     // the kernel's thread name.
     const bool is_binary = file == binary;
-    for (const std::string& label : {"orchestrator / facade", "scheduler", "worker 0",
-                                     "worker 1"}) {
+    for (const std::string label : {"orchestrator / facade", "scheduler", "worker 0",
+                                    "worker 1"}) {
       const std::string want = is_binary ? "[" + label + "]" : "  " + label + "  ";
       CHECK_MESSAGE(rep.out.find(want) != std::string::npos, "no thread labelled ", want);
     }
     if (is_binary) CHECK(rep.out.find("l3-sched [scheduler]") != std::string::npos);
-    CHECK(rep.out.find(is_binary ? "spanring-l3-demo --rounds 6" : "(no command line in "
-                                                                   "[STRACE] text) spans: ") !=
-          std::string::npos);
+    // The command line column: what the trace recorded for each process (a binary trace has
+    // none for a process that exited before the drainer read /proc/PID/cmdline).
+    const RunResult js = run_process({spanring, "report", "--json", file});
+    REQUIRE(js.exit_code == 0);
+    for (const nlohmann::json& p : nlohmann::json::parse(js.out)["by_process"]) {
+      const std::string cmdline = p["cmdline"];
+      if (p["pid"] == 0) continue;
+      CAPTURE(p["pid"].get<uint64_t>());
+      if (!is_binary) CHECK(cmdline.empty());
+      const std::string want = !cmdline.empty() ? "  " + cmdline + "\n"
+                               : is_binary      ? "  (command line not recorded) spans: "
+                                                : "  (no command line in [STRACE] text) spans: ";
+      CHECK(rep.out.find(std::to_string(p["pid"].get<uint64_t>())) != std::string::npos);
+      CHECK(rep.out.find(want) != std::string::npos);
+    }
   }
 }
 

@@ -425,7 +425,10 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
                                   : shown(p.cmdline).substr(0, 100);
       if (what.empty()) {
         const std::set<std::string> fam = p.families();
-        what = "(no command line in " + result.format + ")" +
+        // [STRACE] text has no field for it; a binary trace lacks it when the process had
+        // exited before the drainer read /proc/PID/cmdline.
+        what = std::string(result.format == "[STRACE] text" ? "(no command line in [STRACE] text)"
+                                                            : "(command line not recorded)") +
                (fam.empty() ? "" : " spans: " + joined(fam, ", "));
       }
       o += pad(std::to_string(pid), 10, false) + pad("", 10, false) + pad("", tw + 2, false) +
