@@ -355,7 +355,8 @@ TEST_CASE("report reads at a glance on a lossy run: clock, window, counts first;
     // none for a process that exited before the drainer read /proc/PID/cmdline).
     const RunResult js = run_process({spanring, "report", "--json", file});
     REQUIRE(js.exit_code == 0);
-    for (const nlohmann::json& p : nlohmann::json::parse(js.out)["by_process"]) {
+    const nlohmann::json report = nlohmann::json::parse(js.out);
+    for (const nlohmann::json& p : report.at("by_process")) {
       const std::string cmdline = p["cmdline"];
       if (p["pid"] == 0) continue;
       CAPTURE(p["pid"].get<uint64_t>());
