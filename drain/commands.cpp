@@ -8,6 +8,7 @@
 #include "format/binary_sink.h"
 #include "format/text_sink.h"
 #include "src/proc.h"
+#include "tools/cli_util.h"
 
 #include <spanring/error.h>
 #include <spanring/segment.h>
@@ -227,6 +228,7 @@ struct SinkChoice {
 };
 
 std::string absolute(const std::string& path) {
+  if (is_stdout_path(path)) return shown_path(path);
   if (!path.empty() && path[0] == '/') return path;
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
@@ -241,13 +243,24 @@ void say_fallback(const UringWriter& writer) {
                  writer.fallback_cause().c_str());
 }
 
+// Whether `path` is the file the segment was last drained into (same device and inode, as
+// recover() decides what to keep).
+bool is_segment_output(const Segment& segment, const std::string& path) {
+  const SegmentHeader& h = segment.view().header();
+  struct stat st {};
+  return h.output_ino != 0 && ::stat(path.c_str(), &st) == 0 && st.st_dev == h.output_dev &&
+         st.st_ino == h.output_ino;
+}
+
 UringWriter::Fallback fallback_for(bool require_tracing) {
   return require_tracing ? UringWriter::Fallback::kRequired : UringWriter::Fallback::kSynchronous;
 }
 
 // Starts `cmd` with this process' environment, SPANRING_SEGMENT set to `segment` (or removed
-// when `segment` is empty). Returns its pid, or 0 after saying why it could not start.
-pid_t start_command(const std::vector<std::string>& cmd, const std::string& segment) {
+// when `segment` is empty), and with its stdout on our stderr when `stdout_to_stderr` (the
+// trace goes to our stdout). Returns its pid, or 0 after saying why it could not start.
+pid_t start_command(const std::vector<std::string>& cmd, const std::string& segment,
+                    bool stdout_to_stderr = false) {
   std::vector<std::string> env_storage;
   for (char** e = environ; *e != nullptr; ++e)
     if (std::strncmp(*e, "SPANRING_SEGMENT=", 17) != 0) env_storage.emplace_back(*e);
@@ -259,8 +272,12 @@ pid_t start_command(const std::vector<std::string>& cmd, const std::string& segm
   std::vector<char*> argv;
   for (auto& s : argv_storage) argv.push_back(s.data());
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  if (stdout_to_stderr) ::posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
   pid_t child = 0;
-  const int rc = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), envp.data());
+  const int rc = ::posix_spawnp(&child, argv[0], &actions, nullptr, argv.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));
     return 0;
@@ -300,7 +317,10 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
                (format == "binary" ? ".sptrace" : ".strace");
   // The output first: a file that cannot be opened stops everything, before the command.
   // Without io_uring the writer falls back to write(2) unless tracing is required.
-  UringWriter writer(out_path, 8, 0, fallback_for(require_tracing));
+  const std::string old = keep_existing(out_path, policy.force);
+  if (!old.empty())
+    std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(), old.c_str());
+  UringWriter writer(writer_path(out_path), 8, 0, fallback_for(require_tracing));
   SinkChoice choice(format, also_path, true, 0, fallback_for(require_tracing));
   say_fallback(writer);
   const std::string name = unique_segment_name();
@@ -317,17 +337,22 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   }
   Segment& segment = *created;
   DrainerLock lock(segment);
-  std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
-               "with: spanring drain --segment %s -o %s%s\n",
-               name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
-               absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
+  if (is_stdout_path(out_path))
+    std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); the trace goes to stdout, "
+                 "where a killed drainer cannot be resumed\n",
+                 name.c_str(), segment.ring_count(), segment.ring_capacity());
+  else
+    std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed "
+                 "drainer with: spanring drain --segment %s -o %s%s\n",
+                 name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
+                 absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
 
   // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
   // every process that may still write into the segment.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
 
-  const pid_t child = start_command(cmd, name);
+  const pid_t child = start_command(cmd, name, is_stdout_path(out_path));
   if (child == 0) {
     Segment::remove(name);
     return 127;
@@ -393,11 +418,20 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
                 EINVAL, out_path);
   }
   if (format.empty()) format = "strace";
+  // Any other existing file is kept as FILE.old, as `run` does; never the one being resumed,
+  // nor the one this segment's killed drainer wrote with nothing committed yet (its bytes are
+  // all uncommitted, and its records are still in the rings: it is simply started again).
+  if (keep == 0 && !is_segment_output(segment, out_path)) {
+    const std::string old = keep_existing(out_path, policy.force);
+    if (!old.empty())
+      std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(),
+                   old.c_str());
+  }
   // The processes already announced in the kept part (one anchor / process event per pid per
   // file) and, for binary, the next block number.
   KeptPrefix prefix = format == "binary" && keep != 0 ? scan_binary_prefix(out_path, keep)
                                                        : scan_text_prefix(out_path, keep);
-  UringWriter writer(out_path, 8, keep, fallback_for(require_tracing));
+  UringWriter writer(writer_path(out_path), 8, keep, fallback_for(require_tracing));
   SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq,
                     fallback_for(require_tracing));
   say_fallback(writer);

@@ -12,7 +12,7 @@
 
 namespace spanring {
 
-// What the operator asks of tracing itself, for `run` and `drain`.
+// What the operator asks of tracing itself and of its output file, for `run` and `drain`.
 struct TracingPolicy {
   // Fail (exit 2 before the command starts, or before any tail moves) rather than run the
   // command untraced when no segment can be created, or write with write(2) when io_uring is
@@ -23,12 +23,18 @@ struct TracingPolicy {
   bool fail_on_loss = false;
   // The live status line on a terminal (drain/status_line.h); --no-status turns it off.
   bool status_line = true;
+  // Overwrite an existing output file; without it a regular, non-empty one is kept as FILE.old
+  // (keep_existing, tools/cli_util.h). `drain` never moves the file this segment's killed
+  // drainer wrote: it resumes that one.
+  bool force = false;
 };
 // The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
 inline constexpr int kLossExitStatus = 3;
 
 // Creates a segment, runs `cmd` with SPANRING_SEGMENT set and drains into `out_path` (empty:
-// spanring-<pid>.strace, or .sptrace for binary) in `format` ("strace" or "binary"), plus
+// spanring-<pid>.strace, or .sptrace for binary; "-": stdout, and `cmd`'s own stdout then goes
+// to spanring's stderr so that it cannot mix into the trace) in `format` ("strace" or
+// "binary"), plus
 // [STRACE] text into `also_path` when not empty, until `cmd` and all its descendants exit.
 // Returns `cmd`'s exit status (128 + signal when killed, 127 when it cannot be started).
 // The workload is never stopped for the tracer's sake: without io_uring the output is written
@@ -40,8 +46,9 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
             const SegmentOptions& opts, const std::vector<std::string>& cmd,
             const TracingPolicy& policy);
 
-// Attaches to segment `segment_name` and drains into `out_path` until SIGINT/SIGTERM, then
-// drains what is left. Resumes a file a killed drainer left: keeps its committed part and
+// Attaches to segment `segment_name` and drains into `out_path` ("-": stdout) until
+// SIGINT/SIGTERM, then drains what is left. Resumes a file a killed drainer left (the file the
+// segment says it was drained into, by device and inode): keeps its committed part and
 // follows its format (`format` empty: that format, else strace; a different one throws
 // Error kInvalidArgument). Without io_uring it writes with write(2) (one stderr line), unless
 // policy.require_tracing, which throws Error kUnsupported before any tail moves. Returns 0, 1

@@ -5,8 +5,16 @@
 //   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
 //   spanring report FILE [--json] [-o OUT]
+// One block per subcommand. The conventions every command follows (exit statuses, `-o -`,
+// FILE.old unless --force, no output for a rejected input) are in tools/cli_util.h; what a
+// command line that does not parse gets (exit 2, the usage, "did you mean") in drain/usage.h.
+// A new option or command also goes into docs/spanring.1.scd, the man page (tests/test_mp_cli.cpp
+// checks that it names every option of every command's --help); the bash completion
+// (docs/spanring.bash) reads them from --help by itself.
 #include "drain/commands.h"
 #include "drain/stat.h"
+#include "drain/usage.h"
+#include "tools/cli_util.h"
 #include "tools/convert.h"
 
 #include <spanring/error.h>
@@ -21,17 +29,25 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"spanring: drain a shared-memory span trace into a [STRACE] text or binary file, "
-               "convert and report traces"};
+               "convert and report traces", "spanring"};
   app.require_subcommand(1);
+  // SPANRING_VERSION: the Meson project version (drain/meson.build).
+  app.set_version_flag("--version", std::string("spanring ") + SPANRING_VERSION,
+                       "Print the version and exit");
+  constexpr const char* kForceHelp =
+      "Overwrite an existing output file (default: keep it as FILE.old)";
 
   std::string out_path;
   spanring::SegmentOptions opts;
   std::vector<std::string> cmd;
+  spanring::TracingPolicy run_policy;
   CLI::App* run = app.add_subcommand(
       "run", "Create a segment, run CMD with SPANRING_SEGMENT set, drain until CMD and all its "
              "descendants exit; exits with CMD's status");
   run->add_option("-o,--output", out_path,
-                  "Trace file (default: spanring-<pid>.strace, or .sptrace for binary)");
+                  "Trace file, - for stdout (CMD's own stdout then goes to stderr; default: "
+                  "spanring-<pid>.strace, or .sptrace for binary)");
+  run->add_flag("--force", run_policy.force, kForceHelp);
   std::string run_format = "strace";
   std::string run_also;
   run->add_option("--format", run_format,
@@ -39,7 +55,6 @@ int main(int argc, char** argv) {
                   "read it with `spanring convert` and `spanring report`)")
       ->check(CLI::IsMember({"strace", "binary"}))
       ->capture_default_str();
-  spanring::TracingPolicy run_policy;
   run->add_flag("--fail-on-loss", run_policy.fail_on_loss,
                 "Exit 3 when CMD exited 0 but records were dropped or could not be written");
   run->add_flag("--require-tracing", run_policy.require_tracing,
@@ -70,14 +85,18 @@ int main(int argc, char** argv) {
                "what is left, flush and exit 0");
   drain->add_option("--segment", segment_name, "Segment name (the value of SPANRING_SEGMENT)")
       ->required();
-  drain->add_option("-o,--output", drain_out, "Trace file")->required();
+  spanring::TracingPolicy drain_policy;
+  drain->add_option("-o,--output", drain_out,
+                    "Trace file, - for stdout; the file a killed drainer of this segment "
+                    "left is resumed")
+      ->required();
+  drain->add_flag("--force", drain_policy.force, kForceHelp);
   std::string drain_format;
   std::string drain_also;
   drain->add_option("--format", drain_format,
                     "Output format: strace or binary (default: the format of the part of the "
                     "file a killed drainer committed, else strace)")
       ->check(CLI::IsMember({"strace", "binary"}));
-  spanring::TracingPolicy drain_policy;
   drain->add_flag("--fail-on-loss", drain_policy.fail_on_loss,
                   "Exit 3 when records were dropped or could not be written");
   drain->add_flag("--require-tracing", drain_policy.require_tracing,
@@ -99,7 +118,9 @@ int main(int argc, char** argv) {
   convert->add_option("--to", convert_to, "strace or chrome")
       ->required()
       ->check(CLI::IsMember({"strace", "chrome"}));
-  convert->add_option("-o,--output", convert_out, "Output file (default: stdout)");
+  convert->add_option("-o,--output", convert_out, "Output file, - for stdout (the default)");
+  bool convert_force = false;
+  convert->add_flag("--force", convert_force, kForceHelp);
 
   std::string report_in;
   std::string report_out;
@@ -109,7 +130,9 @@ int main(int argc, char** argv) {
                 "drops and unfinished spans of a trace (binary or [STRACE] text)");
   report->add_option("file", report_in, "Trace file (- = stdin)")->required();
   report->add_flag("--json", report_json, "JSON instead of tables");
-  report->add_option("-o,--output", report_out, "Output file (default: stdout)");
+  report->add_option("-o,--output", report_out, "Output file, - for stdout (the default)");
+  bool report_force = false;
+  report->add_flag("--force", report_force, kForceHelp);
 
   bool dry_run = false;
   CLI::App* clean = app.add_subcommand(
@@ -126,7 +149,11 @@ int main(int argc, char** argv) {
       ->required();
   stat->add_flag("--json", stat_json, "One JSON object instead of text");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return spanring::usage_error(app, e, argc, argv);
+  }
 
   try {
     if (*run) {
@@ -138,14 +165,14 @@ int main(int argc, char** argv) {
       return spanring::cmd_convert(convert_in,
                                    convert_to == "chrome" ? spanring::ConvertTo::kChrome
                                                           : spanring::ConvertTo::kStrace,
-                                   convert_out);
-    if (*report) return spanring::cmd_report(report_in, report_json, report_out);
+                                   convert_out, convert_force);
+    if (*report) return spanring::cmd_report(report_in, report_json, report_out, report_force);
     return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_policy);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());
-    return 2;
+    return spanring::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());
-    return 2;
+    return spanring::kExitUsage;
   }
 }

@@ -6,16 +6,16 @@
 //
 //   parent process                                          chip child k (K of them)
 //   ───────────────────────────────────────────────         ────────────────────────────────
-//   orchestrator ── l3.graph_build (once per round)
-//                └─ l3.submit (per task) ──> ready queue
-//   scheduler    ── l3.dispatch (per task) ──> worker queue w = dispatch_id % W
+//   orchestrator ── node.graph_build (once per round)
+//                └─ node.submit (per task) ──> ready queue
+//   scheduler    ── node.dispatch (per task) ──> worker queue w = dispatch_id % W
 //   worker w     ── TaskMsg over task pipe of chip k = dispatch_id % K ──>  chip.run   (depth 0)
 //                                                                            ├ chip.run.bind
 //                                                                            │ └ chip.run.bind.args
 //                                                                            └ chip.run.runner_run
 //                                                                              └ ...device_wall
 //                <── ReplyMsg over result pipe ────────────────────────────  (clk=dev, emit())
-//                ── l3.complete (per task)
+//                ── node.complete (per task)
 //
 // Rounds are sequential: the orchestrator waits until every task of a round has completed before
 // it builds the next graph. Children are forked before any thread exists (fork in a threaded
@@ -83,11 +83,16 @@ enum class SpanKind : uint32_t {
 constexpr uint32_t kSpanKindCount = static_cast<uint32_t>(SpanKind::kCount);
 
 // Children are named `<parent>.<leaf>`: consumers build the span tree from the dotted names.
+// The first word is the family the [STRACE] tool groups and draws by (strace-format.md, "Span
+// families"): `node.*` is the host scheduler's per-task family, written outside any Invocation
+// (inv=0 hid=0) with `role=facade|scheduler|worker` naming the lane; a `node.submit` and the
+// `node.dispatch` with the same (pid, run_id, task_slot) are joined by a flow arrow. `chip.*`
+// is a chip child's run, one Invocation per chip.run.
 constexpr std::array<const char*, kSpanKindCount> kSpanNames = {
-    "l3.graph_build",
-    "l3.submit",
-    "l3.dispatch",
-    "l3.complete",
+    "node.graph_build",
+    "node.submit",
+    "node.dispatch",
+    "node.complete",
     "chip.run",
     "chip.run.bind",
     "chip.run.bind.args",
@@ -501,7 +506,7 @@ class Host {
       std::vector<Task> graph;
       {
         auto build = counted_span(SpanKind::kGraphBuild);
-        build.attr("run_id", round).attr("ntask", options_.tasks).attr("role", "orch");
+        build.attr("run_id", round).attr("ntask", options_.tasks).attr("role", "facade");
         graph.reserve(options_.tasks);
         for (uint32_t slot = 0; slot < options_.tasks; ++slot) {
           Task task;
@@ -518,7 +523,7 @@ class Host {
       }
       for (const Task& task : graph) {
         auto submit = counted_span(SpanKind::kSubmit);
-        submit.attr("run_id", task.run_id).attr("task_slot", task.task_slot).attr("role", "orch");
+        submit.attr("run_id", task.run_id).attr("task_slot", task.task_slot).attr("role", "facade");
         spin_for(kSubmitWorkNs);
         ready_queue_.push(task);
       }
@@ -542,7 +547,7 @@ class Host {
           .attr("task_slot", task->task_slot)
           .attr("worker_id", task->worker_id)
           .attr("dispatch_id", task->dispatch_id)
-          .attr("role", "sched");
+          .attr("role", "scheduler");
       spin_for(kDispatchWorkNs);
       worker_queues_[task->worker_id]->push(*task);
     }

@@ -56,7 +56,7 @@ void feed(Driver& d, int spans) {
   for (int i = 0; i < spans; ++i) {
     const RecordCopy rec = make_record(static_cast<uint64_t>(i), 1000 + static_cast<uint64_t>(i),
                                        7, 1, 0x77, static_cast<uint32_t>(i % 3),
-                                       i % 2 ? "l3.submit" : "l3 dispatch",
+                                       i % 2 ? "node.submit" : "node dispatch",
                                        "run_id=1 task_slot=" + std::to_string(i));
     d.len += s.span(d.room(), SpanEvent::of(4200, 4200 + static_cast<uint32_t>(i % 2), rec));
   }

@@ -65,10 +65,10 @@ struct Lines final : EventVisitor {
 TEST_SUITE("unit") {
 
 TEST_CASE("a span record is one [STRACE] line with the end time in its prefix") {
-  const RecordCopy rec = make_record(7, 1000, 234, 3, 0xab, 2, "l3.run", "k=v clk=dev");
+  const RecordCopy rec = make_record(7, 1000, 234, 3, 0xab, 2, "chip.run", "k=v clk=dev");
   CHECK(span_line(SpanEvent::of(10, 11, rec)) ==
         "[mono_ns=1234][T0xb][TIMING] emit_host_span: [STRACE] v=1 pid=10 tid=11 inv=3 hid=ab "
-        "depth=2 name=l3.run ts=1000 dur=234 k=v clk=dev\n");
+        "depth=2 name=chip.run ts=1000 dur=234 k=v clk=dev\n");
   // No attributes: the separating space stays, the line ends `dur=<n> `.
   const RecordCopy bare = make_record(0, 5, 0, 0, 0, 0, "x", "");
   CHECK(span_line(SpanEvent::of(1, 1, bare)) ==

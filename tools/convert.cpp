@@ -4,11 +4,9 @@
 #include "format/text_sink.h"
 #include "format/trace_reader.h"
 #include "tools/chrome_json.h"
+#include "tools/cli_util.h"
 #include "tools/progress_bar.h"
 #include "tools/report.h"
-
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
 
@@ -44,6 +42,12 @@ class StraceWriter final : public EventVisitor {
 }  // namespace
 
 ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to) {
+  if (is_empty_input(in)) {
+    ReadResult r;
+    r.status = ReadResult::Status::kNotATrace;
+    r.message = "it is empty (0 bytes)";
+    return r;
+  }
   if (to == ConvertTo::kStrace) {
     if (!is_binary_trace(in.peek(sizeof kTraceMagic))) {
       const std::string_view head = in.peek(sizeof kTraceMagic);
@@ -66,51 +70,64 @@ ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to) {
   return r;
 }
 
-int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path) {
+int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path,
+                bool force) {
   TraceInput in = TraceInput::open(in_path);
   show_progress(in);
-  TraceOutput out = TraceOutput::open(out_path);
-  const ReadResult r = convert_trace(in, out, to);
-  out.finish();
+  OutputFile out(out_path, force);
+  const ReadResult r = convert_trace(in, out.out(), to);
   const std::string what = to == ConvertTo::kStrace ? "[STRACE] text" : "Chrome JSON";
+  for (const std::string& n : r.notes) std::fprintf(stderr, "spanring: note: %s\n", n.c_str());
   switch (r.status) {
     case ReadResult::Status::kComplete:
-      for (const std::string& n : r.notes) std::fprintf(stderr, "spanring: note: %s\n", n.c_str());
-      return 0;
-    case ReadResult::Status::kCut:
-      for (const std::string& n : r.notes) std::fprintf(stderr, "spanring: note: %s\n", n.c_str());
-      std::fprintf(stderr, "spanring: %s: %s; the %s output holds everything before the cut\n",
-                   in.name().c_str(), r.message.c_str(), what.c_str());
-      return 0;
+    case ReadResult::Status::kCut: {
+      const std::string old = out.commit();
+      if (!old.empty())
+        std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(),
+                     old.c_str());
+      if (r.status == ReadResult::Status::kCut)
+        std::fprintf(stderr, "spanring: %s: %s; the %s output holds everything before the cut\n",
+                     in.name().c_str(), r.message.c_str(), what.c_str());
+      return kExitOk;
+    }
     case ReadResult::Status::kCorrupt:
-      std::fprintf(stderr, "spanring: %s is corrupt: %s; the %s output holds the %llu event(s) "
-                   "before it%s\n",
-                   in.name().c_str(), r.message.c_str(), what.c_str(),
-                   static_cast<unsigned long long>(r.events),
-                   to == ConvertTo::kChrome ? " (and is valid JSON)" : "");
-      return 1;
+      // A rejected input leaves no output file (and an existing one as it was). Through stdout
+      // the events before the bad block have been written already: that is how to salvage them.
+      out.discard();
+      {
+        const std::string before = std::to_string(r.events) + " event(s) before it";
+        const std::string where =
+            out_path.empty() || is_stdout_path(out_path)
+                ? "the " + what + " on stdout holds the " + before +
+                      (to == ConvertTo::kChrome ? " (and is valid JSON)" : "")
+                : "no output written (-o - writes the " + before + " to stdout)";
+        std::fprintf(stderr, "spanring: %s is corrupt: %s; %s\n", in.name().c_str(),
+                     r.message.c_str(), where.c_str());
+      }
+      return kExitFailed;
     case ReadResult::Status::kNotATrace:
+      out.discard();
       std::fprintf(stderr, "spanring: %s is not a trace: %s\n", in.name().c_str(),
                    r.message.c_str());
-      // Leave no empty output file behind for an input that was not a trace (only a regular,
-      // empty file: never a device such as /dev/null).
-      if (!out_path.empty() && out_path != "-") {
-        struct stat st {};
-        if (::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
-          ::unlink(out_path.c_str());
-      }
-      return 1;
+      return kExitFailed;
   }
-  return 1;
+  return kExitFailed;
 }
 
-int cmd_report(const std::string& in_path, bool json, const std::string& out_path) {
+int cmd_report(const std::string& in_path, bool json, const std::string& out_path, bool force) {
   TraceInput in = TraceInput::open(in_path);
-  TraceOutput out = TraceOutput::open(out_path);
+  OutputFile out(out_path, force);
   std::string err;
-  const int rc = run_report(in, out, json, &err);
-  out.finish();
+  const int rc = run_report(in, out.out(), json, &err);
   if (!err.empty()) std::fprintf(stderr, "spanring: %s\n", err.c_str());
+  if (rc != kExitOk) {
+    out.discard();
+    return rc;
+  }
+  const std::string old = out.commit();
+  if (!old.empty())
+    std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(),
+                 old.c_str());
   return rc;
 }
 

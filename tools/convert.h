@@ -6,9 +6,11 @@
 //                 drainer's own formatter (format/text_sink.h), nothing is spelled twice.
 //   --to chrome   Chrome trace-event JSON for Perfetto (chrome_json.h); binary or text input.
 //
-// Exit statuses: 0 converted (also when the input was cut: the output holds every complete
-// block, and stderr says what was cut), 1 the input is corrupt (the output holds what came
-// before the bad block) or not a trace, 2 usage or I/O errors.
+// Exit statuses (tools/cli_util.h): 0 converted (also when the input was cut: the output holds
+// every complete block, and stderr says what was cut), 1 the input is rejected: corrupt, not a
+// trace, or empty (0 bytes; report alike); 2 usage or I/O errors. A rejected input leaves no
+// output file and an existing one as it was; on stdout (-o -) the events before a corrupt block
+// have been written, which is how to salvage them.
 #pragma once
 
 #include "format/convert_io.h"
@@ -19,14 +21,16 @@ namespace spanring {
 
 enum class ConvertTo { kStrace, kChrome };
 
-// Converts `in` to `out`. Returns how reading ended; kNotATrace also for text input to
-// --to strace (it is [STRACE] already), with the reason in `message`.
+// Converts `in` to `out`. Returns how reading ended; kNotATrace also for an empty input and
+// for text input to --to strace (it is [STRACE] already), with the reason in `message`.
 ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to);
 
 // The CLI commands: messages to stderr, return the exit status. FILE "-" is stdin, OUT "-" or
-// "" stdout. convert draws a progress bar on stderr when stderr is a terminal and the input is
-// a file of at least 64 MiB.
-int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path);
-int cmd_report(const std::string& in_path, bool json, const std::string& out_path);
+// "" stdout; an existing OUT is kept as OUT.old unless `force` (OutputFile, tools/cli_util.h).
+// convert draws a progress bar on stderr when stderr is a terminal and the input is a file of
+// at least 64 MiB.
+int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path,
+                bool force);
+int cmd_report(const std::string& in_path, bool json, const std::string& out_path, bool force);
 
 }  // namespace spanring

@@ -1,9 +1,11 @@
 #include "tools/report.h"
 
 #include "format/trace_reader.h"
+#include "tools/cli_util.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 
 namespace spanring {
 namespace {
@@ -32,6 +34,83 @@ std::string pad(std::string s, size_t w, bool right) {
 
 // Raw bytes (a thread name, a command line) shown in a table: printable ASCII as is.
 std::string shown(std::string_view raw) { return printable_prefix(raw, raw.size()); }
+
+// An encoded name ([STRACE] spelling) as a person reads it: each %XX is its byte again; bytes
+// below 0x20 and 0x7F then show as \xNN (a name may hold a newline), bytes >= 0x80 are kept
+// (UTF-8 text shows as text; JSON output replaces invalid UTF-8).
+std::string decoded(std::string_view enc) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < enc.size(); ++i) {
+    auto c = static_cast<unsigned char>(enc[i]);
+    if (c == '%' && i + 2 < enc.size() && hex(enc[i + 1]) >= 0 && hex(enc[i + 2]) >= 0) {
+      c = static_cast<unsigned char>(hex(enc[i + 1]) * 16 + hex(enc[i + 2]));
+      i += 2;
+    }
+    if (c < 0x20 || c == 0x7f || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// The value of attribute `key` in encoded `k=v` tokens, or "" (a missing or empty value).
+std::string_view attr_value(std::string_view attrs, std::string_view key) {
+  size_t at = 0;
+  while (at < attrs.size()) {
+    size_t end = attrs.find(' ', at);
+    if (end == std::string_view::npos) end = attrs.size();
+    const std::string_view tok = attrs.substr(at, end - at);
+    if (tok.size() > key.size() && tok.substr(0, key.size()) == key && tok[key.size()] == '=')
+      return tok.substr(key.size() + 1);
+    at = end + 1;
+  }
+  return {};
+}
+
+std::string family_of(std::string_view name) {
+  return std::string(name.substr(0, name.find('.'))) + ".*";
+}
+
+std::string joined(const std::set<std::string>& items, const char* sep) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
+// CLOCK_REALTIME ns as UTC, ISO 8601 with nanoseconds: 2026-12-01T16:57:02.497799037Z.
+std::string utc(uint64_t wall_ns) {
+  const time_t sec = static_cast<time_t>(wall_ns / 1000000000u);
+  struct tm tm {};
+  gmtime_r(&sec, &tm);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%09uZ",
+                static_cast<unsigned>(wall_ns % 1000000000u));
+  return buf;
+}
+
+// A duration in ns, in the largest unit that keeps it >= 1 (ns, us, ms, s), 3 decimals.
+std::string span_of(uint64_t ns) {
+  char buf[48];
+  if (ns < 1000) {
+    std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
+  } else {
+    const char* unit = ns < 1000000 ? "us" : ns < 1000000000 ? "ms" : "s";
+    const double div = ns < 1000000 ? 1e3 : ns < 1000000000 ? 1e6 : 1e9;
+    std::snprintf(buf, sizeof buf, "%.3f %s", static_cast<double>(ns) / div, unit);
+  }
+  return buf;
+}
 
 const char* reason_note(DropReason r) {
   switch (r) {
@@ -79,8 +158,73 @@ void TraceReport::span(const SpanEvent& e) {
   n.total += e.dur_ns;
   n.max = std::max(n.max, e.dur_ns);
   n.device |= s.device;
-  ++thread_of(e.pid, e.tid).records;
+  Thread& t = thread_of(e.pid, e.tid);
+  ++t.records;
   ++records_;
+  if (t.families.size() < 8) t.families.insert(decoded(family_of(s.name)));  // a label only
+  const std::string_view role = attr_value(s.attrs, "role");
+  if (!role.empty()) {
+    std::set<std::string>& workers = t.roles[decoded(role)];
+    const std::string_view worker = attr_value(s.attrs, "worker_id");
+    if (role == "worker" && !worker.empty() && workers.size() < 4) workers.insert(decoded(worker));
+  }
+  if (!s.device) {
+    ++host_records_;
+    if (e.ts_ns < first_ts_ns_) {
+      first_ts_ns_ = e.ts_ns;
+      first_pid_ = e.pid;
+    }
+    const uint64_t end = e.ts_ns + e.dur_ns < e.ts_ns ? UINT64_MAX : e.ts_ns + e.dur_ns;
+    last_end_ns_ = std::max(last_end_ns_, end);
+  }
+}
+
+std::string TraceReport::Thread::role_label() const {
+  std::string label;
+  for (const auto& [role, workers] : roles) {
+    std::string one;
+    // The lane names of the [STRACE] tool (strace-format.md, "Span families").
+    if (role == "facade") one = "orchestrator / facade";
+    else if (role == "worker") one = workers.empty() ? "worker" : "worker " + joined(workers, ",");
+    else one = role;
+    label += (label.empty() ? "" : ", ") + one;
+  }
+  return label;
+}
+
+std::string TraceReport::Thread::label() const {
+  const std::string role = role_label();
+  if (!name.empty()) return role.empty() ? shown(name) : shown(name) + " [" + role + "]";
+  if (!role.empty()) return role;
+  return joined(families, ", ");
+}
+
+std::set<std::string> TraceReport::Process::families() const {
+  std::set<std::string> f;
+  for (const auto& [tid, t] : threads) f.insert(t.families.begin(), t.families.end());
+  return f;
+}
+
+std::map<std::pair<uint32_t, uint32_t>, TraceReport::ThreadDrops> TraceReport::folded_drops()
+    const {
+  std::map<std::pair<uint32_t, uint32_t>, ThreadDrops> folded;
+  for (const Drop& d : drops_) {
+    ThreadDrops& f = folded[{d.pid, d.tid}];
+    f.dropped += d.dropped;
+    f.by_reason[drop_reason_name(d.reason)] += d.dropped;
+    if (d.reason == DropReason::kNoRing || d.reason == DropReason::kVfork) continue;  // no seq
+    ++f.ranges;
+    f.first_seq = std::min(f.first_seq, d.first_seq);
+    f.last_seq = std::max(f.last_seq, d.last_seq);
+  }
+  return folded;
+}
+
+uint64_t TraceReport::wall_start_ns() const {
+  if (host_records_ == 0) return 0;
+  const auto p = procs_.find(first_pid_);
+  if (p == procs_.end() || !p->second.anchored || p->second.mono_ns > first_ts_ns_) return 0;
+  return p->second.wall_ns + (first_ts_ns_ - p->second.mono_ns);
 }
 
 void TraceReport::drops(const DropsEvent& e) {
@@ -127,6 +271,18 @@ nlohmann::json TraceReport::to_json(const ReadResult& result, const std::string&
   j["status"] = status_name(result.status);
   if (!result.message.empty()) j["problem"] = result.message;
   j["notes"] = result.notes;
+  // Every time in this JSON is in ns: host spans CLOCK_MONOTONIC, clk=dev spans device clock.
+  j["clock"] = {{"host", "CLOCK_MONOTONIC"}, {"unit", "ns"}, {"device_spans", "clk=dev"}};
+  json window;
+  if (host_records_ != 0) {
+    window["first_ts_ns"] = first_ts_ns_;
+    window["last_end_ns"] = last_end_ns_;
+    window["duration_ns"] = last_end_ns_ - first_ts_ns_;
+    const uint64_t wall = wall_start_ns();
+    window["wall_start_ns"] = wall != 0 ? json(wall) : json();
+    window["wall_start_utc"] = wall != 0 ? json(utc(wall)) : json();
+  }
+  j["window"] = window;
   j["records"] = records_;
   j["dropped"] = dropped_;
   j["unfinished"] = unfinished_count_;
@@ -140,19 +296,22 @@ nlohmann::json TraceReport::to_json(const ReadResult& result, const std::string&
   j["threads"] = threads;
   json names = json::array();
   for (const Row& r : rows())
-    names.push_back({{"name", r.name}, {"count", r.count}, {"total_ns", r.total_ns},
-                     {"mean_ns", r.mean_ns}, {"p50_ns", r.p50_ns}, {"p99_ns", r.p99_ns},
-                     {"max_ns", r.max_ns}, {"device_clock", r.device}});
+    names.push_back({{"name", r.name}, {"decoded_name", decoded(r.name)}, {"count", r.count},
+                     {"total_ns", r.total_ns}, {"mean_ns", r.mean_ns}, {"p50_ns", r.p50_ns},
+                     {"p99_ns", r.p99_ns}, {"max_ns", r.max_ns}, {"device_clock", r.device}});
   j["names"] = names;
   json procs = json::array();
   for (const auto& [pid, p] : procs_) {
     json pj{{"pid", pid}, {"cmdline", shown(p.cmdline)}};
     pj["anchor"] = p.anchored ? json{{"mono_ns", p.mono_ns}, {"wall_ns", p.wall_ns}} : json();
+    const std::set<std::string> fam = p.families();
+    pj["families"] = std::vector<std::string>(fam.begin(), fam.end());
     uint64_t rec = 0, drop = 0, unf = 0;
     json tj = json::array();
     for (const auto& [tid, t] : p.threads) {
-      tj.push_back({{"tid", tid}, {"name", shown(t.name)}, {"records", t.records},
-                    {"dropped", t.dropped}, {"unfinished", t.unfinished}});
+      tj.push_back({{"tid", tid}, {"name", shown(t.name)}, {"role", t.role_label()},
+                    {"label", t.label()}, {"records", t.records}, {"dropped", t.dropped},
+                    {"unfinished", t.unfinished}});
       rec += t.records;
       drop += t.dropped;
       unf += t.unfinished;
@@ -170,6 +329,15 @@ nlohmann::json TraceReport::to_json(const ReadResult& result, const std::string&
                   {"first_seq", d.first_seq}, {"last_seq", d.last_seq},
                   {"reason", drop_reason_name(d.reason)}});
   j["drops"] = dj;
+  json fj = json::array();
+  for (const auto& [pt, f] : folded_drops()) {
+    json one{{"pid", pt.first}, {"tid", pt.second}, {"dropped", f.dropped},
+             {"ranges", f.ranges}, {"reasons", f.by_reason}};
+    one["first_seq"] = f.ranges != 0 ? json(f.first_seq) : json();
+    one["last_seq"] = f.ranges != 0 ? json(f.last_seq) : json();
+    fj.push_back(one);
+  }
+  j["drops_by_thread"] = fj;
   json uj = json::array();
   for (const Unfinished& u : unfinished_) {
     if (u.undescribed > 0)
@@ -186,42 +354,66 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
   std::string o;
   o += "spanring report: " + source + " (" + result.format + ", " +
        std::to_string(result.bytes_read) + " bytes)\n";
-  if (result.status == ReadResult::Status::kCut)
-    o += "CUT: " + result.message + "\n";
-  for (const std::string& n : result.notes) o += "note: " + n + "\n";
+  o += "clock: host spans CLOCK_MONOTONIC ns, tables in us; clk=dev spans device-clock ns, in a "
+       "table of their own\n";
+  if (host_records_ != 0) {
+    o += "window: ts " + std::to_string(first_ts_ns_) + " .. " + std::to_string(last_end_ns_) +
+         " (" + span_of(last_end_ns_ - first_ts_ns_) + ")";
+    const uint64_t wall = wall_start_ns();
+    o += wall != 0 ? ", starting " + utc(wall) + " (wall clock, from the clock anchors)\n"
+                   : ", wall-clock start unknown (no clock anchor before the first span)\n";
+  } else {
+    o += "window: no host span\n";
+  }
   uint64_t processes = 0, threads = 0;
   for (const auto& [pid, p] : procs_) {
     if (pid == 0) continue;
     ++processes;
     threads += p.threads.size();
   }
-  o += "records: " + std::to_string(records_) + " in " + std::to_string(processes) +
-       " process(es), " + std::to_string(threads) + " thread(s); dropped: " +
-       std::to_string(dropped_) + "; unfinished: " + std::to_string(unfinished_count_) + "\n";
+  o += "processes: " + std::to_string(processes) + "  threads: " + std::to_string(threads) +
+       "  records: " + std::to_string(records_) + "  lost: " + std::to_string(dropped_) +
+       " dropped, " + std::to_string(unfinished_count_) + " unfinished\n";
+  if (result.status == ReadResult::Status::kCut) o += "CUT: " + result.message + "\n";
+  for (const std::string& n : result.notes) o += "note: " + n + "\n";
   if (records_ == 0) o += "no records: the trace holds no span\n";
 
   const std::vector<Row> table = rows();
-  if (!table.empty()) {
+  // One table per clock, each in one unit.
+  for (const bool device : {false, true}) {
     size_t w = 9;
-    for (const Row& r : table) w = std::max(w, r.name.size() + (r.device ? 6 : 0));
-    o += "\n" + pad("span name", w, false) + pad("count", 10, true) + pad("total us", 16, true) +
-         pad("mean us", 14, true) + pad("p50 us", 14, true) + pad("p99 us", 14, true) +
-         pad("max us", 14, true) + "\n";
+    bool any = false;
     for (const Row& r : table) {
-      o += pad(r.name + (r.device ? " (dev)" : ""), w, false) +
-           pad(std::to_string(r.count), 10, true) + pad(us(r.total_ns), 16, true) +
-           pad(us(static_cast<uint64_t>(r.mean_ns + 0.5)), 14, true) +
-           pad(us(r.p50_ns), 14, true) + pad(us(r.p99_ns), 14, true) +
-           pad(us(r.max_ns), 14, true) + "\n";
+      if (r.device != device) continue;
+      any = true;
+      w = std::max(w, decoded(r.name).size());
     }
-    if (std::any_of(table.begin(), table.end(), [](const Row& r) { return r.device; }))
-      o += "(dev): clk=dev spans, durations in device-clock ns\n";
+    if (!any) continue;
+    const char* unit = device ? "ns" : "us";
+    auto t = [&](uint64_t ns) { return device ? std::to_string(ns) : us(ns); };
+    o += device ? "\ndevice-clock spans (clk=dev; device-clock ns, not comparable with host "
+                  "time)\n"
+                : "\nhost spans (CLOCK_MONOTONIC; us)\n";
+    o += pad("span name", w, false) + pad("count", 10, true) +
+         pad(std::string("total ") + unit, 16, true) + pad(std::string("mean ") + unit, 14, true) +
+         pad(std::string("p50 ") + unit, 14, true) + pad(std::string("p99 ") + unit, 14, true) +
+         pad(std::string("max ") + unit, 14, true) + "\n";
+    for (const Row& r : table) {
+      if (r.device != device) continue;
+      o += pad(decoded(r.name), w, false) + pad(std::to_string(r.count), 10, true) +
+           pad(t(r.total_ns), 16, true) + pad(t(static_cast<uint64_t>(r.mean_ns + 0.5)), 14, true) +
+           pad(t(r.p50_ns), 14, true) + pad(t(r.p99_ns), 14, true) + pad(t(r.max_ns), 14, true) +
+           "\n";
+    }
   }
 
   if (!procs_.empty()) {
-    o += "\n" + pad("pid", 10, false) + pad("tid", 10, false) + pad("thread", 18, false) +
+    size_t tw = 6;
+    for (const auto& [pid, p] : procs_)
+      for (const auto& [tid, th] : p.threads) tw = std::max(tw, std::min<size_t>(th.label().size(), 40));
+    o += "\n" + pad("pid", 10, false) + pad("tid", 10, false) + pad("thread", tw + 2, false) +
          pad("records", 10, true) + pad("dropped", 10, true) + pad("unfinished", 12, true) +
-         "\n";
+         "  command line\n";
     for (const auto& [pid, p] : procs_) {
       uint64_t rec = 0, drop = 0, unf = 0;
       for (const auto& [tid, t] : p.threads) {
@@ -229,29 +421,60 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
         drop += t.dropped;
         unf += t.unfinished;
       }
-      const std::string what =
-          pid == 0 ? "(records lost outside any thread)" : shown(p.cmdline).substr(0, 100);
-      o += pad(std::to_string(pid), 10, false) + pad("", 10, false) + pad("", 18, false) +
+      std::string what = pid == 0 ? "(records lost outside any thread)"
+                                  : shown(p.cmdline).substr(0, 100);
+      if (what.empty()) {
+        const std::set<std::string> fam = p.families();
+        // [STRACE] text has no field for it; a binary trace lacks it when the process had
+        // exited before the drainer read /proc/PID/cmdline.
+        what = std::string(result.format == "[STRACE] text" ? "(no command line in [STRACE] text)"
+                                                            : "(command line not recorded)") +
+               (fam.empty() ? "" : " spans: " + joined(fam, ", "));
+      }
+      o += pad(std::to_string(pid), 10, false) + pad("", 10, false) + pad("", tw + 2, false) +
            pad(std::to_string(rec), 10, true) + pad(std::to_string(drop), 10, true) +
            pad(std::to_string(unf), 12, true) + "  " + what + "\n";
       if (pid == 0) continue;
       for (const auto& [tid, t] : p.threads)
         o += pad("", 10, false) + pad(std::to_string(tid), 10, false) +
-             pad(shown(t.name), 18, false) + pad(std::to_string(t.records), 10, true) +
+             pad(t.label(), tw + 2, false) + pad(std::to_string(t.records), 10, true) +
              pad(std::to_string(t.dropped), 10, true) + pad(std::to_string(t.unfinished), 12, true) +
              "\n";
     }
   }
 
   if (!drops_.empty()) {
-    o += "\ndrops (records that are not in the trace):\n";
-    for (const Drop& d : drops_) {
-      o += "  pid " + std::to_string(d.pid) + " tid " + std::to_string(d.tid) + ": " +
-           std::to_string(d.dropped) + " record(s)";
-      if (d.reason != DropReason::kNoRing && d.reason != DropReason::kVfork)
-        o += ", seq " + std::to_string(d.first_seq) + ".." + std::to_string(d.last_seq);
-      o += ", reason " + std::string(drop_reason_name(d.reason)) + " (" + reason_note(d.reason) +
-           ")\n";
+    o += "\ndrops (records that are not in the trace), per thread:\n";
+    for (const auto& [pt, f] : folded_drops()) {
+      const auto& [pid, tid] = pt;
+      if (pid == 0 && tid == 0) {
+        o += "  outside any thread: " + std::to_string(f.dropped) + " record(s)";
+      } else {
+        o += "  pid " + std::to_string(pid) + " tid " + std::to_string(tid);
+        const auto p = procs_.find(pid);
+        if (p != procs_.end()) {
+          const auto t = p->second.threads.find(tid);
+          if (t != p->second.threads.end() && !t->second.label().empty())
+            o += " (" + t->second.label() + ")";
+        }
+        o += ": " + std::to_string(f.dropped) + " record(s)";
+      }
+      if (f.ranges != 0)
+        o += " in " + std::to_string(f.ranges) + " range(s), seq " +
+             std::to_string(f.first_seq) + ".." + std::to_string(f.last_seq);
+      o += ", reason ";
+      bool first = true;
+      for (const auto& [reason, n] : f.by_reason) {
+        if (!first) o += "; ";
+        first = false;
+        o += reason;
+        if (f.by_reason.size() > 1) o += " " + std::to_string(n);
+        for (const DropReason r : {DropReason::kRingFull, DropReason::kInvalid,
+                                   DropReason::kNoRing, DropReason::kCorrupt, DropReason::kVfork,
+                                   DropReason::kReentrant})
+          if (reason == drop_reason_name(r)) o += std::string(" (") + reason_note(r) + ")";
+      }
+      o += "\n";
     }
   }
   if (!unfinished_.empty()) {
@@ -262,14 +485,18 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
         o += std::to_string(u.undescribed) + " span(s) nested deeper than " +
              std::to_string(kOpenSpanMax) + ", not described\n";
       else
-        o += u.name + " (depth " + std::to_string(u.depth) + ", inv " + std::to_string(u.inv) +
-             "), started at ts=" + std::to_string(u.ts_ns) + "\n";
+        o += decoded(u.name) + " (depth " + std::to_string(u.depth) + ", inv " +
+             std::to_string(u.inv) + "), started at ts=" + std::to_string(u.ts_ns) + "\n";
     }
   }
   return o;
 }
 
 int run_report(TraceInput& in, TraceOutput& out, bool json, std::string* err) {
+  if (is_empty_input(in)) {
+    *err = in.name() + " is not a trace: it is empty (0 bytes)";
+    return kExitFailed;
+  }
   TraceReport report;
   const ReadResult r = read_trace(in, report);
   switch (r.status) {

@@ -1,9 +1,18 @@
-// `spanring report FILE [--json]`: what a trace holds, and what it lost.
+// `spanring report FILE [--json]`: what a trace holds, and what it lost, read at a glance.
 //
-// Per span name: count, total, mean, p50, p99 and max duration (nearest-rank percentiles over
-// every span, exact). Per process and thread: records, drops and unfinished spans. Drop ranges
-// (with their reasons) and unfinished spans are listed under the tables and are not counted in
-// them: a cut or lossy trace is a stated fact, never a silently smaller number.
+// First lines: the input, the host clock and units, the time window (first span start and last
+// span end of the host spans, and the wall-clock time of that start from the clock anchors),
+// processes, threads, records and losses. Then per span name: count, total, mean, p50, p99 and
+// max duration (nearest-rank percentiles over every span, exact), one unit per table: host
+// spans in us, device-clock spans (clk=dev) in a table of their own in device-clock ns. Names
+// are shown decoded (`%20` as a space; control bytes as \xNN). Per process and thread:
+// records, drops and unfinished spans; the thread column holds what the trace says of a thread
+// (the kernel's name, binary traces only, and the lane its node.* spans' `role` names, as the
+// [STRACE] tool labels lanes: "orchestrator / facade", "scheduler", "worker N"), else the span
+// families on it; the process column the command line (binary traces), else the families.
+// Drops are folded per thread (records, ranges, first..last seq, reasons) and, with unfinished
+// spans, listed under the tables and not counted in them: a cut or lossy trace is a stated
+// fact, never a silently smaller number. --json holds the same, in ns.
 //
 // Input: a binary trace or [STRACE] text (format/trace_reader.h tells them apart).
 #pragma once
@@ -16,6 +25,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +60,10 @@ class TraceReport final : public EventVisitor {
     uint64_t records = 0;
     uint64_t dropped = 0;
     uint64_t unfinished = 0;
+    std::map<std::string, std::set<std::string>> roles;  // role= value -> worker_id= values
+    std::set<std::string> families;                      // first words of its span names
+    std::string role_label() const;  // "scheduler", "worker 1", ...; "" when no role
+    std::string label() const;       // what the thread column shows
   };
   struct Process {
     bool anchored = false;
@@ -57,6 +71,14 @@ class TraceReport final : public EventVisitor {
     uint64_t wall_ns = 0;
     std::string cmdline;  // arguments joined by spaces
     std::map<uint32_t, Thread> threads;
+    std::set<std::string> families() const;
+  };
+  // The drops of one thread (pid 0 tid 0: records lost outside any thread), folded.
+  struct ThreadDrops {
+    uint64_t dropped = 0;
+    uint64_t ranges = 0;           // [SPANRING_DROPS] events with a seq range
+    uint64_t first_seq = UINT64_MAX, last_seq = 0;
+    std::map<std::string, uint64_t> by_reason;  // reason name -> records
   };
   struct Drop {
     uint32_t pid, tid;
@@ -78,6 +100,10 @@ class TraceReport final : public EventVisitor {
     bool device;
   };
   std::vector<Row> rows();
+  std::map<std::pair<uint32_t, uint32_t>, ThreadDrops> folded_drops() const;
+  // The wall-clock ns of first_ts_ns_ from the anchor of first_pid_ (only when that anchor's
+  // mono_ns <= first_ts_ns_, as the spec converts), or 0 when unknown.
+  uint64_t wall_start_ns() const;
   Thread& thread_of(uint32_t pid, uint32_t tid) { return procs_[pid].threads[tid]; }
 
   EventSpelling spelling_;
@@ -86,13 +112,18 @@ class TraceReport final : public EventVisitor {
   std::vector<Drop> drops_;
   std::vector<Unfinished> unfinished_;
   uint64_t records_ = 0;
+  uint64_t host_records_ = 0;
+  uint64_t first_ts_ns_ = UINT64_MAX;  // of the host spans
+  uint64_t last_end_ns_ = 0;           // max ts + dur of the host spans
+  uint32_t first_pid_ = 0;             // the pid of the span that starts at first_ts_ns_
   uint64_t dropped_ = 0;
   uint64_t unfinished_count_ = 0;
 };
 
 // Runs `spanring report`: reads `in`, writes the report (text or JSON) to `out`, problems to
-// `err`. Returns the exit status: 0 for a trace (complete, cut, or empty: each said so), 1 when
-// the input is not a trace or is corrupt.
+// `err`. Returns the exit status: 0 for a trace (complete or cut: said so; a trace with no span
+// says so too), 1 when the input is not a trace, is corrupt, or is empty (0 bytes), with nothing
+// written to `out`.
 int run_report(TraceInput& in, TraceOutput& out, bool json, std::string* err);
 
 }  // namespace spanring

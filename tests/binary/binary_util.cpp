@@ -113,7 +113,7 @@ TraceBuilder synthetic_trace(int blocks, uint32_t seed) {
           break;
         }
         case 3:
-          b.span(pid, tid, make_record(seq[t]++, ts, dur, 2, 0, 0, "l3.graph_build", ""));
+          b.span(pid, tid, make_record(seq[t]++, ts, dur, 2, 0, 0, "node.graph_build", ""));
           break;
         case 4: {
           const uint64_t k = 1 + rng() % 5;
@@ -122,9 +122,9 @@ TraceBuilder synthetic_trace(int blocks, uint32_t seed) {
           break;
         }
         default:
-          b.span(pid, tid, make_record(seq[t]++, ts, dur, 3, 0xabc, 1, "l3.submit",
+          b.span(pid, tid, make_record(seq[t]++, ts, dur, 3, 0xabc, 1, "node.submit",
                                        "run_id=1 task_slot=" + std::to_string(i % 4) +
-                                           " role=orch"));
+                                           " role=facade"));
       }
     }
     if (blk == blocks - 1) {

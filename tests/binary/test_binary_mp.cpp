@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -138,7 +139,7 @@ TEST_CASE("report on the demo's binary trace counts exactly what the demo emitte
   const RunResult table = run_process({d.spanring, "report", d.binary});
   REQUIRE(table.exit_code == 0);
   CHECK(contains(table.out, "l3-orch"));
-  CHECK(contains(table.out, "l3.dispatch"));
+  CHECK(contains(table.out, "node.dispatch"));
 }
 
 TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs") {
@@ -221,9 +222,9 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
     CHECK(contains(process_names[pid], "device clock of pid " +
                                            std::to_string(pid - spanring::kDevicePidBase)));
   }
-  // One flow per l3.submit, each a pair s/f: from inside an l3.submit to inside the
-  // l3.dispatch of the same (pid, run_id, task_slot).
-  CHECK(starts.size() == expected_counts(d.expect)["l3.submit"]);
+  // One flow per node.submit, each a pair s/f: from inside an node.submit to inside the
+  // node.dispatch of the same (pid, run_id, task_slot).
+  CHECK(starts.size() == expected_counts(d.expect)["node.submit"]);
   CHECK(starts.size() == finishes.size());
   for (const auto& [id, n] : starts) CHECK((n == 1 && finishes[id] == 1));
   auto enclosing = [&](const json& f, const std::string& name) -> const Slice* {
@@ -234,7 +235,7 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
   };
   std::map<uint64_t, const Slice*> from;
   for (const json& f : flows) {
-    const Slice* s = enclosing(f, f["ph"] == "s" ? "l3.submit" : "l3.dispatch");
+    const Slice* s = enclosing(f, f["ph"] == "s" ? "node.submit" : "node.dispatch");
     REQUIRE_MESSAGE(s != nullptr, "flow end not inside its span: ", f.dump());
     if (f["ph"] == "s") {
       from[f["id"]] = s;
@@ -244,7 +245,7 @@ TEST_CASE("the demo as Chrome JSON parses strictly and has what Perfetto needs")
   for (const json& f : flows) {
     if (f["ph"] != "f") continue;
     CHECK(f["bp"] == "e");
-    const Slice* to = enclosing(f, "l3.dispatch");
+    const Slice* to = enclosing(f, "node.dispatch");
     const Slice* src = from[f["id"]];
     REQUIRE(src != nullptr);
     CHECK(src->args["run_id"] == to->args["run_id"]);
@@ -322,6 +323,8 @@ TEST_CASE("corrupted demo traces are refused through the CLI with the right mess
                                      d.tmp.file("bad.out")});
     CHECK(r.exit_code == 1);
     CHECK_MESSAGE(contains(r.err, want), r.err);
+    CHECK_MESSAGE(!std::filesystem::exists(d.tmp.file("bad.out")),
+                  "a rejected input left an output file");
     const RunResult rep = run_process({d.spanring, "report", path});
     CHECK(rep.exit_code == 1);
     CHECK_MESSAGE(contains(rep.err, want), rep.err);
@@ -353,6 +356,9 @@ TEST_CASE("a binary drain killed after a commit is resumed by spanring drain on 
   TempDir tmp;
   const std::string file = tmp.file("resumed.sptrace");
   const std::string expect = tmp.file("expect.json");
+  // An earlier trace of the same name: `run` keeps it as FILE.old, and the resume below must
+  // neither move the file being resumed nor touch FILE.old.
+  write_file(file, "an earlier trace\n");
   // The drainer kills itself right after its 5th commit (a test point); the demo goes on,
   // writing into the segment, and run_process waits for it (it holds the output pipes).
   const RunResult run = run_process({"/usr/bin/env", "SPANRING_TEST_POINT=drainer_committed",
@@ -367,6 +373,7 @@ TEST_CASE("a binary drain killed after a commit is resumed by spanring drain on 
   REQUIRE(segment_line.has_value());
   const std::string& segment = *segment_line;
   CHECK(contains(run.err, "--format binary"));  // the restart hint names the format
+  CHECK(read_file(file + ".old") == "an earlier trace\n");
 
   // The kept part is binary: resuming it as text is refused, and the file is left alone.
   const std::string before = read_file(file);
@@ -381,10 +388,26 @@ TEST_CASE("a binary drain killed after a commit is resumed by spanring drain on 
       {"/bin/sh", "-c", "\"$0\" drain --segment \"$1\" -o \"$2\" & p=$!; sleep 0.5; "
                         "kill -TERM $p; wait $p",
        spanring, segment, file});
-  spanring::Segment::remove(segment);
   INFO("drain: ", drain.describe());
-  REQUIRE(drain.exit_code == 0);
+  CHECK(drain.exit_code == 0);
   CHECK(contains(drain.err, "resuming"));
+  CHECK(!contains(drain.err, "kept the existing"));
+  CHECK(read_file(file + ".old") == "an earlier trace\n");
+  CHECK(!std::filesystem::exists(file + ".old.old"));
+
+  // Any other existing file `drain` is pointed at is kept as FILE.old, as `run` does.
+  const std::string other = tmp.file("other.strace");
+  write_file(other, "another trace\n");
+  const RunResult drain_other = run_process(
+      {"/bin/sh", "-c", "\"$0\" drain --segment \"$1\" -o \"$2\" & p=$!; sleep 0.3; "
+                        "kill -TERM $p; wait $p",
+       spanring, segment, other});
+  spanring::Segment::remove(segment);
+  INFO("drain into another file: ", drain_other.describe());
+  CHECK(drain_other.exit_code == 0);
+  CHECK(contains(drain_other.err, "kept the existing " + other + " as " + other + ".old"));
+  CHECK(read_file(other + ".old") == "another trace\n");
+  REQUIRE(drain.exit_code == 0);
 
   binary_test::TextRenderer r;
   const spanring::ReadResult res = binary_test::read_bytes(read_file(file), r);

@@ -42,7 +42,7 @@ inline Record record(uint64_t i) {
   switch (i % kKinds) {
     case 0:
       r.name = "det.plain";
-      r.attrs = "i=" + n + " role=sched";
+      r.attrs = "i=" + n + " role=scheduler";
       break;
     case 1:
       r.name = "ext.app.odd name=x";  // space and = escaped in names
@@ -81,11 +81,11 @@ inline Record record(uint64_t i) {
       r.attrs = "clk=dev i=" + n;
       break;
     case 9:
-      r.name = "l3.dispatch";
+      r.name = "node.dispatch";
       r.inv = i;
       r.hid = 0x9f3c2a1b5d7e6f01ULL ^ i;
       r.depth = static_cast<int32_t>(i % 5);
-      r.attrs = "task_slot=" + n + " role=sched";
+      r.attrs = "task_slot=" + n + " role=scheduler";
       break;
     case 10:
       r.null_name = true;  // refused by the producer: reported as `invalid`
