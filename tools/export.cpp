@@ -647,14 +647,19 @@ int cmd_export(const ExportOptions& o) {
   install_stop_handlers();
   const std::string host = o.host.empty() ? default_host() : o.host;
   Shipper shipper(o);
-  // Idempotent (IF NOT EXISTS), so every export runs it: the tables exist on first use.
+  // Idempotent (IF NOT EXISTS), so every export runs it: the tables exist on first use. A
+  // follower waits for a server that is down for as long as the workload runs, like a batch.
   std::optional<Clock::time_point> since;
   const bool schema_ok = shipper.create_schema([&] {
+    if (stopping()) return true;
+    if (o.follow && (o.while_pid == 0 || process_alive(o.while_pid))) return false;
     if (!since) since = Clock::now();
-    return stopping() || Clock::now() - *since >= o.retry_for;
+    return Clock::now() - *since >= o.retry_for;
   });
   if (!schema_ok) {
-    std::fprintf(stderr, "spanring: export: cannot create the schema in %s at %s: %s\n",
+    std::fprintf(stderr,
+                 "spanring: export: cannot create the schema in %s at %s: %s; nothing was sent "
+                 "(the files hold everything)\n",
                  o.database.c_str(), o.url.c_str(), shipper.last_error().c_str());
     return 2;
   }

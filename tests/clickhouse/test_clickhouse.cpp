@@ -394,6 +394,67 @@ TEST_CASE("a follower killed with SIGKILL mid-run and restarted delivers every r
   CHECK(summary_field(err, "spans") < report(file)["records"].get<uint64_t>());
 }
 
+TEST_CASE("a drainer killed after a write and restarted, which rewrites what a follower read, "
+          "still gives every record once") {
+  const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
+  if (built == nullptr || std::string(built) != "1") {
+    MESSAGE("skipped: this build has no test points (-Dtest_points=disabled or a release build)");
+    return;
+  }
+  Servers& s = servers();
+  TempDir tmp;
+  const std::string file = tmp.file("restart.sptrace");
+  const std::string state = tmp.file("restart.state");
+  // The drainer kills itself at its third buffer that is in the file but not committed: a
+  // block the follower can read, which the restarted drainer cuts off and writes again.
+  ::setenv("SPANRING_TEST_POINT", "drainer_written_not_committed", 1);
+  ::setenv("SPANRING_TEST_POINT_HIT", "3", 1);
+  auto run = paced_run(tmp, file, "30000", "100");
+  ::unsetenv("SPANRING_TEST_POINT");
+  ::unsetenv("SPANRING_TEST_POINT_HIT");
+  // Followed until SIGINT (the drainer is replaced, so there is no one pid to wait for).
+  Background f({exe_from_env("SPANRING_EXE"), "export", "--follow", file, "--clickhouse",
+                s.c->url(), "--host-id", "drainer-restart", "--state", state, "--flush-every",
+                "0.1"},
+               tmp.file("f.err"));
+  REQUIRE(run->wait() == -1);  // SIGKILLed at the test point
+  const std::string run_err = run->err();
+  const std::string segment = spanring_test::segment_from_stderr(run_err).value_or("");
+  REQUIRE_MESSAGE(!segment.empty(), run_err);
+  // Before the restart, the follower has sent the whole file, uncommitted block included.
+  struct stat st_kill;
+  REQUIRE(::stat(file.c_str(), &st_kill) == 0);
+  const auto size_at_kill = static_cast<uint64_t>(st_kill.st_size);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const std::string st = exists(state) ? spanring_test::read_file(state) : "";
+    if (!st.empty() && json::parse(st)["offset"].get<uint64_t>() == size_at_kill) break;
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until, "the follower never caught up");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Background drain({exe_from_env("SPANRING_EXE"), "drain", "--segment", segment, "-o", file},
+                   tmp.file("drain.err"));
+  // The emitter, orphaned by the killed run, writes its JSON when it is done.
+  const auto done_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!exists(tmp.file("det.json")) || spanring_test::read_file(tmp.file("det.json")).empty()) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < done_by, "the workload never finished");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its last records drained
+  ::kill(drain.pid, SIGTERM);
+  REQUIRE_MESSAGE(drain.wait() == 0, drain.err());
+  CHECK(drain.err().find("resuming") != std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the follower reads the rest
+  ::kill(f.pid, SIGINT);
+  REQUIRE_MESSAGE(f.wait() == 0, f.err());
+  const std::string err = f.err();
+  CHECK(err.find("was cut back and rewritten (a restarted drainer)") != std::string::npos);
+  check_rows_equal_file(*s.c, "drainer-restart", file);
+  // What the follower sent from the cut-off block and again from its rewrite is merged: the
+  // spans it sent add up to more than the file holds.
+  CHECK(summary_field(err, "spans") > report(file)["records"].get<uint64_t>());
+}
+
 TEST_CASE("ClickHouse killed mid-run and restarted gets every record once, the workload unaffected") {
   Servers& s = servers();
   TempDir tmp;
