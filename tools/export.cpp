@@ -584,6 +584,8 @@ class Follower {
         flush();
       }
       if (ended) break;
+      // 50 ms: half the drainer's 100 ms partial-buffer timer, so a block waits at most that
+      // long to be read; an idle poll is one pread of 24 bytes.
       sleep_for(std::chrono::milliseconds(50));
     }
     flush();
@@ -619,6 +621,8 @@ class Follower {
 std::string derive_session(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open " + path, errno, path);
+  // 64 KiB: a text trace's first anchors and hundreds of its lines (pids, timestamps), which
+  // two runs do not share; a binary trace needs only its first 56 bytes (below).
   std::string head(64 << 10, '\0');
   size_t n;
   try {
