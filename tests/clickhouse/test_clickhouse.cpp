@@ -487,6 +487,30 @@ TEST_CASE("ClickHouse killed mid-run and restarted gets every record once, the w
   CHECK(summary->written == report(file)["records"].get<uint64_t>());
 }
 
+TEST_CASE("a follower started while ClickHouse is down waits for it, and sends everything") {
+  Servers& s = servers();
+  TempDir tmp;
+  const std::string file = tmp.file("late.sptrace");
+  s.c->kill9();
+  auto run = paced_run(tmp, file, "10000", "100");
+  Background f({exe_from_env("SPANRING_EXE"), "export", "--follow", file, "--clickhouse",
+                s.c->url(), "--host-id", "server-late", "--state", tmp.file("late.state"),
+                "--while-pid", std::to_string(run->pid), "--flush-every", "0.2",
+                // Shorter than the outage: --retry-for only counts once the workload has ended.
+                "--retry-for", "0.5"},
+               tmp.file("f.err"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  int st;
+  CHECK(::waitpid(f.pid, &st, WNOHANG) == 0);  // still waiting, not given up
+  s.c->start();
+  REQUIRE(run->wait() == 0);
+  const int status = f.wait();
+  const std::string err = f.err();
+  REQUIRE_MESSAGE(status == 0, err);
+  CHECK(err.find("answers again") != std::string::npos);
+  check_rows_equal_file(*s.c, "server-late", file);
+}
+
 TEST_CASE("two hosts on two shards of a Distributed table read as one, with exact counts") {
   Servers& s = servers();
   TempDir tmp;
