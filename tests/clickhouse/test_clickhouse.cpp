@@ -492,7 +492,8 @@ TEST_CASE("a follower started while ClickHouse is down waits for it, and sends e
   TempDir tmp;
   const std::string file = tmp.file("late.sptrace");
   s.c->kill9();
-  auto run = paced_run(tmp, file, "10000", "100");
+  // 3-5 s of workload: the server is back (1 s) well before it ends.
+  auto run = paced_run(tmp, file, "30000", "100");
   Background f({exe_from_env("SPANRING_EXE"), "export", "--follow", file, "--clickhouse",
                 s.c->url(), "--host-id", "server-late", "--state", tmp.file("late.state"),
                 "--while-pid", std::to_string(run->pid), "--flush-every", "0.2",
