@@ -440,11 +440,11 @@ TEST_CASE("a drainer killed after a write and restarted, which rewrites what a f
     REQUIRE_MESSAGE(std::chrono::steady_clock::now() < done_by, "the workload never finished");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its last records drained
+  // SIGTERM: spanring drain drains everything published, flushes and exits 0.
   ::kill(drain.pid, SIGTERM);
   REQUIRE_MESSAGE(drain.wait() == 0, drain.err());
   CHECK(drain.err().find("resuming") != std::string::npos);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the follower reads the rest
+  // SIGINT: the follower reads every complete block and sends it before it exits.
   ::kill(f.pid, SIGINT);
   REQUIRE_MESSAGE(f.wait() == 0, f.err());
   const std::string err = f.err();
