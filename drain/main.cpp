@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "spanring export: give trace files, or --create-schema\n");
         return 2;
       }
-      const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000)); };
+      const auto ms = [](double s) {
+        return std::chrono::milliseconds(static_cast<long>(s * 1000));
+      };
       export_opts.retry_for = ms(export_retry_s);
       export_opts.flush_every = ms(export_flush_s);
       export_opts.timeout = ms(export_timeout_s);

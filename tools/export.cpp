@@ -257,7 +257,8 @@ int summarize(const FileExport& f, const Shipper& s, const Snapshot& before,
                f.path.c_str(), f.host.c_str(), f.session.c_str(), sent[1], sent[2], sent[3],
                sent[0], s.batches() - before.batches, s.retries() - before.retries,
                sum4(f.undelivered));
-  if (!f.problem.empty()) std::fprintf(stderr, "spanring: %s: %s\n", f.path.c_str(), f.problem.c_str());
+  if (!f.problem.empty())
+    std::fprintf(stderr, "spanring: %s: %s\n", f.path.c_str(), f.problem.c_str());
   if (sum4(f.undelivered) > 0) {
     std::fprintf(stderr,
                  "spanring: warning: %" PRIu64 " rows of %s were not delivered to %s (%" PRIu64
@@ -680,7 +681,8 @@ int cmd_export(const ExportOptions& o) {
     return f.run();
   }
   int status = 0;
-  for (const std::string& path : o.files) status = std::max(status, export_file(path, o, host, shipper));
+  for (const std::string& path : o.files)
+    status = std::max(status, export_file(path, o, host, shipper));
   return status;
 }
 

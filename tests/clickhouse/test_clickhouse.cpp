@@ -149,7 +149,8 @@ void check_rows_equal_file(ClickHouseServer& s, const std::string& host, const s
 struct Background {
   pid_t pid = -1;
   std::string err_path;
-  Background(const std::vector<std::string>& argv, const std::string& err_file) : err_path(err_file) {
+  Background(const std::vector<std::string>& argv, const std::string& err_file)
+      : err_path(err_file) {
     pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
@@ -224,7 +225,8 @@ std::unique_ptr<Background> paced_run(const TempDir& tmp, const std::string& fil
 // The docs' queries (docs/clickhouse.md): each must appear there verbatim, and runs here.
 std::string doc_text() {
   const char* path = std::getenv("SPANRING_CLICKHOUSE_DOC");
-  REQUIRE_MESSAGE(path != nullptr, "SPANRING_CLICKHOUSE_DOC is not set (tests/clickhouse/meson.build sets it)");
+  REQUIRE_MESSAGE(path != nullptr,
+                  "SPANRING_CLICKHOUSE_DOC is not set (tests/clickhouse/meson.build sets it)");
   return spanring_test::read_file(path);
 }
 void check_in_doc(const std::string& sql) {
@@ -381,7 +383,8 @@ TEST_CASE("a follower killed with SIGKILL mid-run and restarted delivers every r
     wait_for_file(state, f1);  // a batch was acknowledged
     f1.kill9();
   }
-  const uint64_t sent_before = scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'follow-kill'");
+  const uint64_t sent_before =
+      scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'follow-kill'");
   CHECK(sent_before > 0);
   Background f2(follow, tmp.file("f2.err"));
   REQUIRE(run->wait() == 0);
@@ -455,7 +458,8 @@ TEST_CASE("a drainer killed after a write and restarted, which rewrites what a f
   CHECK(summary_field(err, "spans") > report(file)["records"].get<uint64_t>());
 }
 
-TEST_CASE("ClickHouse killed mid-run and restarted gets every record once, the workload unaffected") {
+TEST_CASE("ClickHouse killed mid-run and restarted gets every record once, the workload "
+          "unaffected") {
   Servers& s = servers();
   TempDir tmp;
   const std::string file = tmp.file("kill.sptrace");
@@ -597,7 +601,8 @@ int main(int argc, char** argv) {
   if (spanring_test::clickhouse_server_path().empty()) {
     std::fprintf(stderr,
                  "SKIP: clickhouse-server is not installed (apt-get install clickhouse-server, "
-                 "or set CLICKHOUSE_SERVER to its path): the clickhouse suite needs real servers\n");
+                 "or set CLICKHOUSE_SERVER to its path): the clickhouse suite needs real "
+                 "servers\n");
     return 77;
   }
   doctest::Context ctx(argc, argv);

@@ -301,8 +301,9 @@ TEST_CASE("every table's INSERT names the columns of its CREATE, in order") {
     const std::string insert = spanring::clickhouse_insert("db", t);
     CHECK(insert == "INSERT INTO db." + std::string(spanring::kClickHouseTables[t]) + " (" +
                         names + ") FORMAT RowBinary");
-    CHECK(schema[5 + t].find(std::string("Distributed(cl, db, ") + spanring::kClickHouseTables[t]) !=
-          std::string::npos);
+    const std::string distributed =
+        std::string("Distributed(cl, db, ") + spanring::kClickHouseTables[t];
+    CHECK(schema[5 + t].find(distributed) != std::string::npos);
   }
 }
 
