@@ -5,6 +5,7 @@
 //   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
 //   spanring report FILE [--json] [-o OUT]
+//   spanring export FILE... --clickhouse URL [--follow] [--host-id NAME] ...  (tools/export.h)
 // One block per subcommand. The conventions every command follows (exit statuses, `-o -`,
 // FILE.old unless --force, no output for a rejected input) are in tools/cli_util.h; what a
 // command line that does not parse gets (exit 2, the usage, "did you mean") in drain/usage.h.
@@ -16,6 +17,9 @@
 #include "drain/usage.h"
 #include "tools/cli_util.h"
 #include "tools/convert.h"
+#ifdef SPANRING_CLICKHOUSE
+#include "tools/export.h"
+#endif
 
 #include <spanring/error.h>
 #include <spanring/segment.h>
@@ -134,6 +138,56 @@ int main(int argc, char** argv) {
   bool report_force = false;
   report->add_flag("--force", report_force, kForceHelp);
 
+#ifdef SPANRING_CLICKHOUSE
+  // `spanring export` (tools/export.h, docs/clickhouse.md); built only with libcurl.
+  spanring::ExportOptions export_opts;
+  double export_retry_s = 30, export_flush_s = 1, export_timeout_s = 30;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Send traces (binary or [STRACE] text) into ClickHouse over HTTP; --follow "
+                "ships a binary trace while a drainer writes it (docs/clickhouse.md)");
+  export_cmd->add_option("file", export_opts.files, "Trace files (--follow: one binary trace)");
+  export_cmd->add_option("--clickhouse", export_opts.url,
+                         "ClickHouse HTTP interface, e.g. http://127.0.0.1:8123")
+      ->required();
+  export_cmd->add_option("--host-id", export_opts.host, "The rows' host (default: hostname)");
+  export_cmd->add_option("--session", export_opts.session,
+                         "The rows' session (default: a hash of each file's first bytes, so "
+                         "the same file always gets the same session)");
+  export_cmd->add_option("--database", export_opts.database, "ClickHouse database")
+      ->capture_default_str();
+  export_cmd->add_flag("--create-schema", export_opts.create_schema,
+                       "Create the tables (IF NOT EXISTS; every export does it first anyway); "
+                       "with no file, only that");
+  export_cmd->add_option("--cluster", export_opts.cluster,
+                         "Also create Distributed <table>_all tables over this cluster of the "
+                         "servers' remote_servers");
+  export_cmd->add_flag("--follow", export_opts.follow,
+                       "Follow a binary trace being written: ship each complete block, keep "
+                       "the position in a state file, until --while-pid exits or SIGINT/SIGTERM");
+  export_cmd->add_option("--while-pid", export_opts.while_pid,
+                         "--follow: stop once this process (the `spanring run`) has exited and "
+                         "the file is read to its end")
+      ->check(CLI::PositiveNumber);
+  export_cmd->add_option("--state", export_opts.state,
+                         "--follow: state file (default: FILE.export-state)");
+  export_cmd->add_option("--batch-bytes", export_opts.batch_bytes,
+                         "Rows per batch, in RowBinary bytes (bounds the exporter's memory)")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30))
+      ->capture_default_str();
+  export_cmd->add_option("--retry-for", export_retry_s,
+                         "Seconds of failed attempts before a batch is given up (--follow: "
+                         "counted once the workload has ended)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  export_cmd->add_option("--flush-every", export_flush_s,
+                         "--follow: seconds after which a partial batch is sent")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  export_cmd->add_option("--timeout", export_timeout_s, "Seconds for one HTTP request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+#endif
+
   bool dry_run = false;
   CLI::App* clean = app.add_subcommand(
       "clean", "Remove spanring segments in /dev/shm whose creator, drainer and ring owners "
@@ -167,6 +221,21 @@ int main(int argc, char** argv) {
                                                           : spanring::ConvertTo::kStrace,
                                    convert_out, convert_force);
     if (*report) return spanring::cmd_report(report_in, report_json, report_out, report_force);
+#ifdef SPANRING_CLICKHOUSE
+    if (*export_cmd) {
+      if (export_opts.files.empty() && !export_opts.create_schema) {
+        std::fprintf(stderr, "spanring export: give trace files, or --create-schema\n");
+        return 2;
+      }
+      const auto ms = [](double s) {
+        return std::chrono::milliseconds(static_cast<long>(s * 1000));
+      };
+      export_opts.retry_for = ms(export_retry_s);
+      export_opts.flush_every = ms(export_flush_s);
+      export_opts.timeout = ms(export_timeout_s);
+      return spanring::cmd_export(export_opts);
+    }
+#endif
     return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_policy);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());

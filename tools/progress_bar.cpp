@@ -9,8 +9,8 @@
 
 namespace spanring {
 
-void show_progress(TraceInput& in) {
-  if (!::isatty(STDERR_FILENO) || !in.size() || *in.size() < kProgressMinBytes) return;
+void show_progress(TraceInput& in, uint64_t min_bytes) {
+  if (!::isatty(STDERR_FILENO) || !in.size() || *in.size() < min_bytes) return;
   const uint64_t total = *in.size();
   struct State {
     std::chrono::steady_clock::time_point last{};

@@ -12,8 +12,9 @@ namespace spanring {
 inline constexpr uint64_t kProgressMinBytes = 64u << 20;
 
 // Hooks a progress bar to `in` (TraceInput::on_progress), only when stderr is a terminal and
-// the input is a file of at least kProgressMinBytes: smaller ones convert in well under a
-// second. The bar is drawn from the reading thread; it never throws.
-void show_progress(TraceInput& in);
+// the input is a file of at least `min_bytes` (kProgressMinBytes: smaller ones convert in well
+// under a second; `spanring export` passes 0, as sending is slower). The bar is drawn from the
+// reading thread; it never throws.
+void show_progress(TraceInput& in, uint64_t min_bytes = kProgressMinBytes);
 
 }  // namespace spanring
