@@ -144,7 +144,8 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, Done&& done) {
   }
 }
 
-void print_summary(const Drainer& d, const std::string& out, bool ok) {
+void print_summary(const Drainer& d, const std::string& out, bool ok,
+                   const OutputLimits& limits) {
   const auto& s = d.stats();
   std::fprintf(stderr, "spanring: wrote %llu records to %s%s\n",
                static_cast<unsigned long long>(s.written), out.c_str(),
@@ -176,6 +177,9 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
       {DropReason::kVfork, "emitted by vfork children before exec"},
       {DropReason::kReentrant,
        "emitted by signal handlers that interrupted a record write on the same thread"},
+      {DropReason::kMaxSize,
+       "the file had reached --max-size (they were drained and counted, not written): raise "
+       "--max-size, or keep the newest records with --rotate SIZE:COUNT"},
   };
   for (const auto& a : kAdvice) {
     const uint64_t n = s.dropped_by_reason[static_cast<size_t>(a.reason)];
@@ -187,6 +191,13 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
     std::fprintf(stderr, "spanring: warning: %llu spans were still open when their process "
                  "died ([SPANRING_UNFINISHED] lines)\n",
                  static_cast<unsigned long long>(s.unfinished));
+  if (limits.rotating()) {
+    const uint32_t kept = static_cast<uint32_t>(std::min<uint64_t>(s.files, limits.rotate_count));
+    std::string names = out;
+    if (kept > 1) names += " (newest) .. " + OutputFiles::rotated_path(out, kept - 1) + " (oldest)";
+    std::fprintf(stderr, "spanring: rotated: %llu files written by this drainer, %u kept: %s\n",
+                 static_cast<unsigned long long>(s.files), kept, names.c_str());
+  }
 }
 
 // Whether the drainer lost records: dropped (any reason) or drained but not written.
@@ -232,6 +243,15 @@ void say_fallback(const UringWriter& writer) {
     std::fprintf(stderr, "spanring: io_uring is unavailable (%s): writing with write(2) instead, "
                  "same output (--require-tracing makes this an error)\n",
                  writer.fallback_cause().c_str());
+}
+
+// The output options a restarted drainer needs to write on the same way (" --max-size N" or
+// " --rotate SIZE:COUNT", in bytes).
+std::string limit_options(const OutputLimits& l) {
+  if (l.rotating())
+    return " --rotate " + std::to_string(l.rotate_size) + ":" + std::to_string(l.rotate_count);
+  if (l.max_size != 0) return " --max-size " + std::to_string(l.max_size);
+  return {};
 }
 
 UringWriter::Fallback fallback_for(bool require_tracing) {
@@ -291,11 +311,15 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   if (out_path.empty())
     out_path = "spanring-" + std::to_string(::getpid()) +
                (format == "binary" ? ".sptrace" : ".strace");
+  if (policy.limits.rotating() && !also_path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate and --also-strace do not go together (the text copy is one file)",
+                EINVAL, also_path);
   // The output first: a file that cannot be opened stops everything, before the command.
   // Without io_uring the writer falls back to write(2) unless tracing is required.
-  UringWriter writer(out_path, 8, 0, fallback_for(require_tracing));
+  OutputFiles output(out_path, 0, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, true, 0, fallback_for(require_tracing));
-  say_fallback(writer);
+  say_fallback(output.writer());
   const std::string name = unique_segment_name();
   std::optional<Segment> created;
   try {
@@ -311,9 +335,10 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   Segment& segment = *created;
   DrainerLock lock(segment);
   std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
-               "with: spanring drain --segment %s -o %s%s\n",
+               "with: spanring drain --segment %s -o %s%s%s\n",
                name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
-               absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
+               absolute(out_path).c_str(), format == "binary" ? " --format binary" : "",
+               limit_options(policy.limits).c_str());
 
   // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
   // every process that may still write into the segment.
@@ -326,7 +351,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     return 127;
   }
 
-  Drainer drainer(segment, writer, choice.sink());
+  Drainer drainer(segment, output, choice.sink());
   SegmentNameWatch name_watch(name);
   int status = 0;
   bool child_done = false;
@@ -351,7 +376,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   ok = choice.finish() && ok;
   Segment::remove(name);
   std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
-  print_summary(drainer, absolute(out_path), ok);
+  print_summary(drainer, absolute(out_path), ok, policy.limits);
   if (drainer.stats().threads == 0)
     std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
                  "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
@@ -389,19 +414,23 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
   // file) and, for binary, the next block number.
   KeptPrefix prefix = format == "binary" && keep != 0 ? scan_binary_prefix(out_path, keep)
                                                        : scan_text_prefix(out_path, keep);
-  UringWriter writer(out_path, 8, keep, fallback_for(require_tracing));
+  if (policy.limits.rotating() && !also_path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate and --also-strace do not go together (the text copy is one file)",
+                EINVAL, also_path);
+  OutputFiles output(out_path, keep, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq,
                     fallback_for(require_tracing));
-  say_fallback(writer);
+  say_fallback(output.writer());
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
-  Drainer drainer(segment, writer, choice.sink(), keep, prefix.pids);
+  Drainer drainer(segment, output, choice.sink(), keep, prefix.pids);
   SegmentNameWatch name_watch(segment_name);
   drain_loop(drainer, name_watch, [] { return g_stop_signal != 0; });
   bool ok = drainer.finish(false);
   ok = choice.finish() && ok;
-  print_summary(drainer, absolute(out_path), ok);
+  print_summary(drainer, absolute(out_path), ok, policy.limits);
   if (!ok) return 1;
   return policy.fail_on_loss && lost(drainer) ? kLossExitStatus : 0;
 }

@@ -5,6 +5,8 @@
 // command before it drains (a segment or file that cannot be opened) are thrown as Error.
 #pragma once
 
+#include "drain/output_files.h"
+
 #include <spanring/segment.h>
 
 #include <string>
@@ -21,6 +23,9 @@ struct TracingPolicy {
   // Exit kLossExitStatus when records were dropped or could not be written (and, for `run`,
   // the command itself exited 0): a job that must not lose trace data can tell.
   bool fail_on_loss = false;
+  // Bounds on the output (--max-size, --rotate; drain/output_files.h). Records kept out of a
+  // full file are a loss (reason max_size) like any drop.
+  OutputLimits limits;
 };
 // The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
 inline constexpr int kLossExitStatus = 3;

@@ -42,6 +42,7 @@ const char* reason_note(DropReason r) {
     case DropReason::kVfork: return "a vfork child emitted before exec";
     case DropReason::kReentrant:
       return "a signal handler emitted while its thread was inside a record write";
+    case DropReason::kMaxSize: return "the output had reached --max-size";
   }
   return "";
 }
@@ -248,7 +249,8 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
     for (const Drop& d : drops_) {
       o += "  pid " + std::to_string(d.pid) + " tid " + std::to_string(d.tid) + ": " +
            std::to_string(d.dropped) + " record(s)";
-      if (d.reason != DropReason::kNoRing && d.reason != DropReason::kVfork)
+      if (d.reason != DropReason::kNoRing && d.reason != DropReason::kVfork &&
+          d.reason != DropReason::kMaxSize)
         o += ", seq " + std::to_string(d.first_seq) + ".." + std::to_string(d.last_seq);
       o += ", reason " + std::string(drop_reason_name(d.reason)) + " (" + reason_note(d.reason) +
            ")\n";
