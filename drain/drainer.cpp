@@ -434,6 +434,11 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   RecordCopy rec;
   std::string why;
   while (reader.position() != head) {
+    // Room first, before the read moves the reader: a buffer submitted to make room records
+    // this ring's tail and next_seq, and both must stand before this record, which goes into
+    // the next buffer. (Reserved after the read, the tail would cover a record that is not in
+    // the committed bytes: a drainer killed between the two commits lost it on restart.)
+    char* p = reserve(record_room_);
     if (reader.read(head, rs.next_seq, rec, why) != ReadStatus::kRecord) {
       quarantine(index, rs, why);
       return;
@@ -455,7 +460,6 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         return;
       }
     }
-    char* p = reserve(record_room_);
     if (p == nullptr) {
       // Past --max-size: every sequence number up to this record's last is consumed and
       // counted, whether it was a span, a drop marker or a gap (the gap still counts against
