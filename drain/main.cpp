@@ -42,8 +42,14 @@ void parse_rotate(const std::string& rotate, spanring::OutputLimits& limits) {
   if (rotate.empty()) return;
   const size_t colon = rotate.find(':');
   std::string size = rotate.substr(0, colon);
-  const std::string bad = CLI::AsSizeValue(false)(size);  // rewrites `size` as bytes
-  if (!bad.empty() || size.empty() || size[0] == '-')
+  std::string bad;
+  try {
+    bad = CLI::AsSizeValue(false)(size);  // rewrites `size` as bytes
+  } catch (const CLI::Error& e) {  // an unknown unit is thrown, not returned
+    bad = e.what();
+  }
+  if (!bad.empty() || size.empty() || size[0] == '-' ||
+      size.find_first_not_of("0123456789") != std::string::npos)
     throw spanring::Error(spanring::ErrorCode::kInvalidArgument,
                           "--rotate " + rotate + ": SIZE must be a size such as 64M: " + bad,
                           EINVAL, "");

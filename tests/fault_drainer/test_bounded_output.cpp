@@ -435,6 +435,38 @@ TEST_CASE("--max-size keeps a text trace from filling a 1 MiB tmpfs: no failed w
 }
 
 
+TEST_CASE("bounds that cannot be kept are refused before the command starts") {
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  TempDir tmp;
+  const std::string marker = tmp.file("ran");
+  struct Case {
+    std::vector<std::string> options;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--max-size", "1M", "--rotate", "1M", "-o", tmp.file("a")}, "do not go together"},
+      {{"--max-size", "10K", "-o", tmp.file("b")}, "below the smallest file"},
+      {{"--rotate", "10K", "-o", tmp.file("c")}, "below the smallest file"},
+      {{"--rotate", "1M:0", "-o", tmp.file("d")}, "COUNT must be a number of files"},
+      {{"--rotate", "lots", "-o", tmp.file("e")}, "SIZE must be a size"},
+      // stdout is run_process' pipe: a pipe cannot be rotated.
+      {{"--rotate", "1M", "-o", "/dev/stdout"}, "--rotate needs a regular file"},
+      {{"--rotate", "1M", "--also-strace", tmp.file("f"), "-o", tmp.file("g")},
+       "--rotate and --also-strace do not go together"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {spanring, "run"};
+    argv.insert(argv.end(), c.options.begin(), c.options.end());
+    for (const char* a : {"--", "/usr/bin/touch"}) argv.push_back(a);
+    argv.push_back(marker);
+    const auto r = spanring_test::run_process(argv);
+    INFO(spanring_test::printable(argv[2] + " " + argv[3], 60), ": ", r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK_MESSAGE(!file_exists(marker), "the command ran");
+  }
+}
+
 TEST_CASE("--max-size keeps a text trace under its size, valid, and counts every record it kept out") {
   max_size_run(false);
 }
