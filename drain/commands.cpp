@@ -152,7 +152,8 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& stat
   status.erase();
 }
 
-void print_summary(const Drainer& d, const std::string& out, bool ok) {
+void print_summary(const Drainer& d, const std::string& out, bool ok,
+                   const OutputLimits& limits) {
   const auto& s = d.stats();
   std::fprintf(stderr, "spanring: wrote %llu records to %s%s\n",
                static_cast<unsigned long long>(s.written), out.c_str(),
@@ -184,6 +185,9 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
       {DropReason::kVfork, "emitted by vfork children before exec"},
       {DropReason::kReentrant,
        "emitted by signal handlers that interrupted a record write on the same thread"},
+      {DropReason::kMaxSize,
+       "the file had reached --max-size (they were drained and counted, not written): raise "
+       "--max-size, or keep the newest records with --rotate SIZE:COUNT"},
   };
   for (const auto& a : kAdvice) {
     const uint64_t n = s.dropped_by_reason[static_cast<size_t>(a.reason)];
@@ -195,6 +199,13 @@ void print_summary(const Drainer& d, const std::string& out, bool ok) {
     std::fprintf(stderr, "spanring: warning: %llu spans were still open when their process "
                  "died ([SPANRING_UNFINISHED] lines)\n",
                  static_cast<unsigned long long>(s.unfinished));
+  if (limits.rotating()) {
+    const uint32_t kept = static_cast<uint32_t>(std::min<uint64_t>(s.files, limits.rotate_count));
+    std::string names = out;
+    if (kept > 1) names += " (newest) .. " + OutputFiles::rotated_path(out, kept - 1) + " (oldest)";
+    std::fprintf(stderr, "spanring: rotated: %llu files written by this drainer, %u kept: %s\n",
+                 static_cast<unsigned long long>(s.files), kept, names.c_str());
+  }
 }
 
 // Whether the drainer lost records: dropped (any reason) or drained but not written.
@@ -250,6 +261,15 @@ bool is_segment_output(const Segment& segment, const std::string& path) {
   struct stat st {};
   return h.output_ino != 0 && ::stat(path.c_str(), &st) == 0 && st.st_dev == h.output_dev &&
          st.st_ino == h.output_ino;
+}
+
+// The output options a restarted drainer needs to write on the same way (" --max-size N" or
+// " --rotate SIZE:COUNT", in bytes).
+std::string limit_options(const OutputLimits& l) {
+  if (l.rotating())
+    return " --rotate " + std::to_string(l.rotate_size) + ":" + std::to_string(l.rotate_count);
+  if (l.max_size != 0) return " --max-size " + std::to_string(l.max_size);
+  return {};
 }
 
 UringWriter::Fallback fallback_for(bool require_tracing) {
@@ -315,14 +335,18 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   if (out_path.empty())
     out_path = "spanring-" + std::to_string(::getpid()) +
                (format == "binary" ? ".sptrace" : ".strace");
+  if (policy.limits.rotating() && !also_path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate and --also-strace do not go together (the text copy is one file)",
+                EINVAL, also_path);
   // The output first: a file that cannot be opened stops everything, before the command.
   // Without io_uring the writer falls back to write(2) unless tracing is required.
   const std::string old = keep_existing(out_path, policy.force);
   if (!old.empty())
     std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(), old.c_str());
-  UringWriter writer(writer_path(out_path), 8, 0, fallback_for(require_tracing));
+  OutputFiles output(writer_path(out_path), 0, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, true, 0, fallback_for(require_tracing));
-  say_fallback(writer);
+  say_fallback(output.writer());
   const std::string name = unique_segment_name();
   std::optional<Segment> created;
   try {
@@ -343,9 +367,10 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
                  name.c_str(), segment.ring_count(), segment.ring_capacity());
   else
     std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed "
-                 "drainer with: spanring drain --segment %s -o %s%s\n",
+                 "drainer with: spanring drain --segment %s -o %s%s%s\n",
                  name.c_str(), segment.ring_count(), segment.ring_capacity(), name.c_str(),
-                 absolute(out_path).c_str(), format == "binary" ? " --format binary" : "");
+                 absolute(out_path).c_str(), format == "binary" ? " --format binary" : "",
+                 limit_options(policy.limits).c_str());
 
   // Orphaned descendants (daemons, double forks) are re-parented to us, so we can wait for
   // every process that may still write into the segment.
@@ -358,7 +383,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     return 127;
   }
 
-  Drainer drainer(segment, writer, choice.sink());
+  Drainer drainer(segment, output, choice.sink());
   SegmentNameWatch name_watch(name);
   StatusLine status_line(StatusLine::wanted(policy.status_line));
   int status = 0;
@@ -384,7 +409,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   ok = choice.finish() && ok;
   Segment::remove(name);
   std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
-  print_summary(drainer, absolute(out_path), ok);
+  print_summary(drainer, absolute(out_path), ok, policy.limits);
   if (drainer.stats().threads == 0)
     std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
                  "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
@@ -431,20 +456,24 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
   // file) and, for binary, the next block number.
   KeptPrefix prefix = format == "binary" && keep != 0 ? scan_binary_prefix(out_path, keep)
                                                        : scan_text_prefix(out_path, keep);
-  UringWriter writer(writer_path(out_path), 8, keep, fallback_for(require_tracing));
+  if (policy.limits.rotating() && !also_path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate and --also-strace do not go together (the text copy is one file)",
+                EINVAL, also_path);
+  OutputFiles output(writer_path(out_path), keep, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq,
                     fallback_for(require_tracing));
-  say_fallback(writer);
+  say_fallback(output.writer());
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
-  Drainer drainer(segment, writer, choice.sink(), keep, prefix.pids);
+  Drainer drainer(segment, output, choice.sink(), keep, prefix.pids);
   SegmentNameWatch name_watch(segment_name);
   StatusLine status_line(StatusLine::wanted(policy.status_line));
   drain_loop(drainer, name_watch, status_line, [] { return g_stop_signal != 0; });
   bool ok = drainer.finish(false);
   ok = choice.finish() && ok;
-  print_summary(drainer, absolute(out_path), ok);
+  print_summary(drainer, absolute(out_path), ok, policy.limits);
   if (!ok) return 1;
   return policy.fail_on_loss && lost(drainer) ? kLossExitStatus : 0;
 }

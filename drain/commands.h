@@ -5,6 +5,8 @@
 // command before it drains (a segment or file that cannot be opened) are thrown as Error.
 #pragma once
 
+#include "drain/output_files.h"
+
 #include <spanring/segment.h>
 
 #include <string>
@@ -27,6 +29,9 @@ struct TracingPolicy {
   // (keep_existing, tools/cli_util.h). `drain` never moves the file this segment's killed
   // drainer wrote: it resumes that one.
   bool force = false;
+  // Bounds on the output (--max-size, --rotate; drain/output_files.h). Records kept out of a
+  // full file are a loss (reason max_size) like any drop.
+  OutputLimits limits;
 };
 // The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
 inline constexpr int kLossExitStatus = 3;

@@ -8,6 +8,7 @@
 #include <spanring/test_point.h>
 
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -41,18 +42,30 @@ std::string read_cmdline(uint32_t pid) {
 
 // ---- Drainer -------------------------------------------------------------------------------
 
-Drainer::Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes,
+Drainer::Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes,
                  const std::unordered_set<uint32_t>& known_pids)
-    : view_(segment.view()), journal_(view_), writer_(writer), sink_(sink),
-      rings_(view_.ring_count()), anchored_pids_(known_pids) {
+    : view_(segment.view()), journal_(view_), output_(output), writer_(&output.writer()),
+      sink_(sink), rings_(view_.ring_count()), anchored_pids_(known_pids) {
   SegmentHeader& h = view_.header();
   // This file is now the segment's output; a new file starts with nothing committed.
-  h.output_dev = writer.dev();
-  h.output_ino = writer.ino();
+  h.output_dev = writer_->dev();
+  h.output_ino = writer_->ino();
   h.commit_offset.store(kept_bytes, std::memory_order_relaxed);
   no_ring_reported_ = h.no_ring_reported;
   vfork_reported_ = h.vfork_reported;
+  // The records a killed drainer kept out of this file: its kept prefix does not report them.
+  max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
+  h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
+  // Room for a file header and a block header, and two records' worth of events: a buffer
+  // with less is not worth its block header.
+  min_room_ = 64 + 2 * record_room_;
+  const OutputLimits& limits = output.limits();
+  file_limit_ = limits.file_limit();
+  // The closing max_size line: a block (and, in an empty file, a file header) around one
+  // drops event.
+  if (limits.max_size != 0) line_room_ = 64 + sink.max_event_bytes();
+  file_bytes_ = kept_bytes;
 }
 
 Drainer::~Drainer() = default;
@@ -67,29 +80,122 @@ Buffer* Drainer::take_buffer() {
       b->tails.clear();
       b->no_ring_reported = 0;
       b->vfork_reported = 0;
+      b->max_size_dropped = 0;
       b->failed = false;
       b->sync = false;
       b->file_end = 0;
-      b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
       return b;
     }
     if (buffers_.size() < kMaxBuffers) {
       auto b = std::make_unique<Buffer>();
       b->data = std::make_unique<char[]>(kBufferBytes);
-      b->capacity = kBufferBytes;
-      b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
     }
     // Every buffer is on its way to the file: wait for one to come back.
-    if (Buffer* done = writer_.take_done(100000)) apply(done);
+    if (Buffer* done = writer_->take_done(100000)) apply(done);
   }
 }
 
+void Drainer::start_buffer(Buffer* b) {
+  if (!full_ && file_limit_ != 0) {
+    const uint64_t usable = file_limit_ - line_room_;
+    if (file_bytes_ + min_room_ > usable) {
+      if (output_.limits().rotating())
+        rotate();
+      else
+        reach_max_size();
+    }
+  }
+  if (full_) {
+    // A carrier: no bytes, only the tails of what was consumed (and counted) since.
+    b->capacity = 0;
+    b->len = frame_bytes_ = 0;
+    return;
+  }
+  b->capacity = kBufferBytes;
+  if (file_limit_ != 0)
+    b->capacity = static_cast<size_t>(
+        std::min<uint64_t>(kBufferBytes, file_limit_ - line_room_ - file_bytes_));
+  b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
+}
+
+void Drainer::rotate() {
+  // Every buffer of this file is written and committed first: a drainer killed from here on
+  // finds the segment's commit at the end of this complete file, or in the next one
+  // (drain/output_files.h), never in between.
+  while (in_flight_ != 0)
+    if (Buffer* done = writer_->take_done(100000)) apply(done);
+  try {
+    writer_ = &output_.rotate();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "spanring: cannot start the next file of %s: %s; nothing more is "
+                 "written, the records from now on are counted (reason max_size)\n",
+                 output_.path().c_str(), e.what());
+    full_ = true;
+    stats_.reached_max_size = true;
+    return;
+  }
+  SegmentHeader& h = view_.header();
+  // The offset first: a drainer killed between the two stores leaves (old file, 0), and the old
+  // file no longer has the output's name, so a restart starts the new one afresh; the other
+  // order could leave (new file, old offset), which a restart cannot resume.
+  h.commit_offset.store(0, std::memory_order_relaxed);
+  h.output_dev = writer_->dev();
+  h.output_ino = writer_->ino();
+  file_bytes_ = 0;
+  ++stats_.files;
+  // The new file reads alone: its own header, and every process and thread announced again
+  // before its first span there.
+  sink_.begin_file();
+  anchored_pids_.clear();
+  for (RingState& rs : rings_) {
+    rs.anchor_known = false;
+    rs.announced = false;
+  }
+}
+
+void Drainer::reach_max_size() {
+  full_ = true;
+  stats_.reached_max_size = true;
+  std::fprintf(stderr, "spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
+               "is written; the records from now on are counted (reason max_size) and the "
+               "file's last line says how many\n",
+               output_.path().c_str(), static_cast<unsigned long long>(file_limit_),
+               static_cast<unsigned long long>(file_bytes_));
+}
+
+void Drainer::write_max_size_line() {
+  // The room kept back for this line since the start (line_room_), unless a previous drainer's
+  // line already used it.
+  Buffer* b = take_buffer();
+  b->capacity = kBufferBytes;
+  const size_t frame = sink_.begin_buffer(b->data.get());
+  const size_t n = sink_.drops(b->data.get() + frame,
+                               DropsEvent{0, 0, max_size_unreported_, 0, 0, DropReason::kMaxSize});
+  if (file_bytes_ + frame + n > file_limit_) {
+    std::fprintf(stderr, "spanring: the line reporting the %llu records kept out of %s does not "
+                 "fit in it any more (a previous drainer's line is there)\n",
+                 static_cast<unsigned long long>(max_size_unreported_), output_.path().c_str());
+    free_.push_back(b);
+    return;
+  }
+  b->len = frame + n;
+  frame_bytes_ = frame;
+  current_ = b;
+  max_size_unreported_ = 0;  // committed with this buffer: the file now reports them
+  submit_current();
+  stats_.max_size_line_written = true;
+}
+
 char* Drainer::reserve(size_t bytes) {
-  if (current_ != nullptr && current_->capacity - current_->len < bytes) submit_current();
-  if (current_ == nullptr) current_ = take_buffer();
-  return current_->data.get() + current_->len;
+  if (current_ != nullptr && !full_ && current_->capacity - current_->len < bytes)
+    submit_current();
+  if (current_ == nullptr) {
+    current_ = take_buffer();
+    start_buffer(current_);
+  }
+  return full_ ? nullptr : current_->data.get() + current_->len;
 }
 
 void Drainer::mark_dirty(uint32_t index, RingState& rs) {
@@ -109,19 +215,21 @@ void Drainer::submit_current() {
   dirty_.clear();
   Buffer* b = current_;
   current_ = nullptr;
-  sink_.end_buffer(b->data.get(), b->len);
+  if (b->capacity != 0) sink_.end_buffer(b->data.get(), b->len);  // not for a carrier
+  b->max_size_dropped = max_size_unreported_;
+  file_bytes_ += b->len;
   ++in_flight_;
-  writer_.submit(b);
+  writer_->submit(b);
 }
 
 void Drainer::flush_partial() {
   if (current_ != nullptr && (current_->len > frame_bytes_ || !dirty_.empty())) submit_current();
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  while (Buffer* b = writer_->take_done(0)) apply(b);
 }
 
 bool Drainer::wait_for_write(int64_t timeout_us) {
   if (in_flight_ == 0) return false;
-  if (Buffer* b = writer_.take_done(timeout_us)) apply(b);
+  if (Buffer* b = writer_->take_done(timeout_us)) apply(b);
   return true;
 }
 
@@ -143,7 +251,8 @@ void Drainer::apply(Buffer* b) {
       j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
                             t.free_after ? 1u : 0u, 0};
     }
-    journal_.commit(n, b->file_end, b->no_ring_reported, b->vfork_reported);
+    journal_.commit(n, b->file_end, b->no_ring_reported, b->vfork_reported,
+                    b->max_size_dropped);
     // A freed ring's next owner is adopted afresh.
     for (const TailUpdate& t : b->tails)
       if (t.free_after && rings_[t.ring].owned && rings_[t.ring].generation == t.generation)
@@ -155,6 +264,10 @@ void Drainer::apply(Buffer* b) {
 void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                          DropReason reason) {
   char* p = reserve(sink_.max_event_bytes());
+  if (p == nullptr) {
+    count_max_size(dropped);  // past --max-size: not in the file, whatever the reason
+    return;
+  }
   commit(sink_.drops(p, DropsEvent{rs.pid, rs.tid, dropped, first, last, reason}));
   count_dropped(reason, dropped);
 }
@@ -255,13 +368,15 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     const uint64_t ts = o.tsc != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
                                    : o.ts_ns;
     char* p = reserve(sink_.max_event_bytes());
+    ++stats_.unfinished;
+    if (p == nullptr) continue;  // past --max-size: counted, not written
     commit(sink_.unfinished(p, UnfinishedEvent{rs.pid, rs.tid, o.inv, d, ts,
                                                std::string_view(o.name, n), o.name_cut != 0, {}}));
-    ++stats_.unfinished;
   }
   if (depth > described && depth <= (1u << 20)) {
     char* p = reserve(sink_.max_event_bytes());
-    commit(sink_.undescribed(p, UndescribedEvent{rs.pid, rs.tid, depth - described}));
+    if (p != nullptr)
+      commit(sink_.undescribed(p, UndescribedEvent{rs.pid, rs.tid, depth - described}));
     stats_.unfinished += depth - described;
   }
 }
@@ -319,6 +434,11 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   RecordCopy rec;
   std::string why;
   while (reader.position() != head) {
+    // Room first, before the read moves the reader: a buffer submitted to make room records
+    // this ring's tail and next_seq, and both must stand before this record, which goes into
+    // the next buffer. (Reserved after the read, the tail would cover a record that is not in
+    // the committed bytes: a drainer killed between the two commits lost it on restart.)
+    char* p = reserve(record_room_);
     if (reader.read(head, rs.next_seq, rec, why) != ReadStatus::kRecord) {
       quarantine(index, rs, why);
       return;
@@ -340,7 +460,24 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         return;
       }
     }
-    char* p = reserve(record_room_);
+    if (p == nullptr) {
+      // Past --max-size: every sequence number up to this record's last is consumed and
+      // counted, whether it was a span, a drop marker or a gap (the gap still counts against
+      // the ring's drop counter, so that the next gap is checked against the right total).
+      const uint64_t seqs = (h.flags & kRecordReentrant) && !(h.flags & kRecordInvalid)
+                                ? h.dur_ns
+                                : 1;
+      rs.drops_reported += h.seq - rs.next_seq;
+      count_max_size(h.seq - rs.next_seq + seqs);
+      if (!(h.flags & (kRecordInvalid | kRecordReentrant))) {
+        rs.last_ts = h.ts_ns;
+        rs.last_depth = h.depth;
+        rs.has_last = true;
+      }
+      rs.next_seq = h.seq + seqs;
+      mark_dirty(index, rs);
+      continue;
+    }
     char* const start = p;
     if (h.seq > rs.next_seq) {
       const uint64_t n = h.seq - rs.next_seq;
@@ -401,7 +538,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
 uint64_t Drainer::poll() {
   clock_.maybe_sample();
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  while (Buffer* b = writer_->take_done(0)) apply(b);
   const uint64_t before = stats_.written + stats_.dropped;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_full_scan_) {
@@ -486,24 +623,26 @@ void Drainer::check_owners() {
 }
 
 bool Drainer::finish(bool owners_gone) {
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  while (Buffer* b = writer_->take_done(0)) apply(b);
   if (!owners_gone) check_owners();
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
   submit_current();
+  // --max-size: the file's last line says how many records it does not hold.
+  if (full_ && max_size_unreported_ != 0) write_max_size_line();
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
   Buffer marker;
   marker.sync = true;
   ++in_flight_;
-  writer_.submit(&marker);
+  writer_->submit(&marker);
   for (;;) {
-    Buffer* b = writer_.take_done(100000);
+    Buffer* b = writer_->take_done(100000);
     if (b == nullptr) continue;
     apply(b);
     if (b == &marker) break;
   }
-  return !writer_.had_error();
+  return !output_.had_error();
 }
 
 }  // namespace spanring

@@ -8,6 +8,17 @@
 // producer refused the record's content), `corrupt` (the ring failed validation and was
 // quarantined). Segment-wide counts: `no_ring` (every ring was taken) and `vfork` (a vfork child
 // emitted before exec). Records whose write to the file failed are counted as unwritten.
+//
+// Bounded output (drain/output_files.h): each buffer is sized to the room left in the file, so
+// a file never passes its limit and ends at a block / line boundary. --rotate: when the room
+// left cannot hold a buffer's worth of events, the drainer waits until every buffer of the file
+// is committed, starts the next file and announces every process and thread again in it, so
+// each file reads alone. --max-size: the drainer goes on consuming every ring (producers never
+// notice) but writes nothing more; each sequence number it consumes from then on (records, and
+// drops of any reason) is counted as `max_size`, and when it finishes one
+// [SPANRING_DROPS] ... reason=max_size line (pid 0) in the room kept back for it says how many
+// records the file does not hold. The count is journaled (segment_layout.h), so a restarted
+// drainer's line covers the whole run.
 // Spans open when their owner died are listed on [SPANRING_UNFINISHED] lines, not counted.
 //
 // Exactly once across a drainer crash: each written buffer is committed through the segment's
@@ -20,6 +31,7 @@
 #include "drain/drainer_lock.h"
 #include "drain/journal.h"
 #include "drain/owner_watch.h"
+#include "drain/output_files.h"
 #include "drain/tsc_clock.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
@@ -42,22 +54,25 @@ struct DrainStats {
   uint64_t written = 0;     // [STRACE] records in the file (this drainer)
   uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
   // `dropped` by reason, indexed by DropReason (index 0 unused).
-  std::array<uint64_t, static_cast<size_t>(DropReason::kReentrant) + 1> dropped_by_reason{};
+  std::array<uint64_t, static_cast<size_t>(DropReason::kMaxSize) + 1> dropped_by_reason{};
   uint64_t unwritten = 0;   // formatted, but the write to the file failed
   uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
   uint64_t processes = 0;   // distinct pids that had a ring
   uint64_t threads = 0;     // distinct (pid, tid) ring owners
+  uint64_t files = 1;       // files written (--rotate: 1 + rotations)
+  bool reached_max_size = false;  // --max-size: the file is full; later records were counted
+  bool max_size_line_written = false;  // ... and the drops line saying so is in the file
 };
 
 class Drainer {
  public:
-  // `segment`, `writer` and `sink` must outlive the Drainer. Every ring and slot access goes
+  // `segment`, `output` and `sink` must outlive the Drainer. Every ring and slot access goes
   // through the segment's validated view (segment_view.h), never the header's geometry.
-  // `sink` is the output format. `kept_path`, `kept_bytes`: the output file and the committed
-  // prefix the writer kept (from recover()); processes already announced there (anchors) are
-  // recognised by `known_pids`, which the caller reads from that prefix.
-  Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes = 0,
+  // `sink` is the output format; `output` the file(s) and their limits. `kept_bytes`: the
+  // committed prefix the output's writer kept (from recover()); processes already announced
+  // there (anchors) are recognised by `known_pids`, which the caller reads from that prefix.
+  Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes = 0,
           const std::unordered_set<uint32_t>& known_pids = {});
   ~Drainer();
   Drainer(const Drainer&) = delete;
@@ -124,11 +139,23 @@ class Drainer {
   void report_segment_drops();
   void quarantine(uint32_t index, RingState& rs, const std::string& why);
   void mark_dirty(uint32_t index, RingState& rs);
-  char* reserve(size_t bytes);  // room in the current buffer, submitting it when full
+  // Room in the current buffer, submitting it when full; nullptr once --max-size is reached
+  // (nothing more is written: the caller counts what it would have written, count_max_size).
+  char* reserve(size_t bytes);
   void commit(size_t bytes) noexcept { current_->len += bytes; }
   void submit_current();
   void apply(Buffer* b);
   Buffer* take_buffer();
+  // Frames a buffer taken for the current file: its capacity is the room left in the file;
+  // when too little is left, rotates or (--max-size) turns to counting.
+  void start_buffer(Buffer* b);
+  void rotate();
+  void reach_max_size();
+  void write_max_size_line();
+  void count_max_size(uint64_t n) noexcept {
+    count_dropped(DropReason::kMaxSize, n);
+    max_size_unreported_ += n;
+  }
   void drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
                   DropReason reason);
   void count_dropped(DropReason reason, uint64_t n) noexcept {
@@ -139,8 +166,15 @@ class Drainer {
   const SegmentView view_;  // the geometry validated at open: every ring access goes through it
   const CommitJournal journal_;
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
-  UringWriter& writer_;
+  OutputFiles& output_;
+  UringWriter* writer_;      // output_.writer(): the current file's
   Sink& sink_;
+  uint64_t file_limit_ = 0;  // bytes the current file may hold (0 = unbounded)
+  uint64_t file_bytes_ = 0;  // bytes handed to the writer for the current file, kept prefix included
+  uint64_t line_room_ = 0;   // --max-size: bytes kept back for the closing max_size drops line
+  size_t min_room_ = 0;      // a buffer with less room than this is not started: rotate or stop
+  bool full_ = false;        // --max-size reached (or a rotation failed): count, do not write
+  uint64_t max_size_unreported_ = 0;  // max_size records not yet reported in the file
   size_t frame_bytes_ = 0;   // what begin_buffer() writes: a buffer longer than this has events
   size_t record_room_ = 0;   // room reserved per record: a drop, a process, a thread, a span
   std::vector<RingState> rings_;

@@ -30,9 +30,11 @@ class CommitJournal {
 
   // Commits the first `count` entries of entries(), which describe the file up to
   // `file_end` bytes. `no_ring_reported` / `vfork_reported`: the segment-wide drop totals the
-  // committed bytes report (0: unchanged).
+  // committed bytes report (0: unchanged). `max_size_dropped`: records kept out of the file by
+  // --max-size and not reported in it, as of these bytes (always set; journaled with the
+  // entries).
   void commit(uint32_t count, uint64_t file_end, uint64_t no_ring_reported,
-              uint64_t vfork_reported) const;
+              uint64_t vfork_reported, uint64_t max_size_dropped) const;
 
   // Applies one entry to its ring's drainer line: next_seq, drops_reported, generation, the
   // tail (release), and frees the ring when the entry says so and the ring still has that

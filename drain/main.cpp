@@ -1,6 +1,8 @@
 // spanring: the CLI. Parses the arguments with CLI11 and dispatches to the commands:
-//   spanring run [-o FILE] [--format strace|binary] [--rings N] [--ring-records N] -- CMD [ARGS...]
+//   spanring run [-o FILE] [--format strace|binary] [--rings N] [--ring-records N]
+//                [--max-size SIZE | --rotate SIZE[:COUNT]] -- CMD [ARGS...]
 //   spanring drain --segment NAME -o FILE [--format strace|binary]     (drain/commands.h)
+//                  [--max-size SIZE | --rotate SIZE[:COUNT]]
 //   spanring clean [-n]
 //   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
@@ -26,10 +28,53 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
+
+namespace {
+
+// --max-size SIZE and --rotate SIZE[:COUNT] of `run` and `drain` (drain/output_files.h). SIZE
+// takes CLI11's size suffixes (K, M, G, ... as powers of 1024, or KB/KiB...).
+void add_limit_options(CLI::App* cmd, spanring::OutputLimits& limits, std::string& rotate) {
+  cmd->add_option("--max-size", limits.max_size,
+                  "Stop writing when the trace file would pass SIZE bytes (K/M/G suffixes, at "
+                  "least 64K); later records are drained, counted (reason max_size) and not "
+                  "written, and the file's last line says how many")
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--rotate", rotate,
+                  "Start a new file before the current one passes SIZE bytes and keep the newest "
+                  "COUNT (default 4): FILE is the current one, FILE.1 the one before, ...; each "
+                  "file reads alone")
+      ->type_name("SIZE[:COUNT]");
+}
+
+// Fills limits.rotate_* from --rotate's text; throws spanring::Error on a bad value.
+void parse_rotate(const std::string& rotate, spanring::OutputLimits& limits) {
+  if (rotate.empty()) return;
+  const size_t colon = rotate.find(':');
+  std::string size = rotate.substr(0, colon);
+  std::string bad;
+  try {
+    bad = CLI::AsSizeValue(false)(size);  // rewrites `size` as bytes
+  } catch (const CLI::Error& e) {  // an unknown unit is thrown, not returned
+    bad = e.what();
+  }
+  if (!bad.empty() || size.empty() || size[0] == '-' ||
+      size.find_first_not_of("0123456789") != std::string::npos)
+    throw spanring::Error(spanring::ErrorCode::kInvalidArgument,
+                          "--rotate " + rotate + ": SIZE must be a size such as 64M: " + bad,
+                          EINVAL, "");
+  const spanring::OutputLimits r = spanring::rotate_limits(
+      std::stoull(size), colon == std::string::npos ? "" : rotate.substr(colon + 1));
+  limits.rotate_size = r.rotate_size;
+  limits.rotate_count = r.rotate_count;
+  spanring::check_limits(limits);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"spanring: drain a shared-memory span trace into a [STRACE] text or binary file, "
@@ -80,6 +125,8 @@ int main(int argc, char** argv) {
                   "power of two")
       ->check(CLI::Range(spanring::kMinRingCapacity, spanring::kMaxRingCapacity))
       ->capture_default_str();
+  std::string run_rotate;
+  add_limit_options(run, run_policy.limits, run_rotate);
   run->add_option("cmd", cmd, "The command to trace (after --)")->required();
 
   std::string segment_name;
@@ -111,6 +158,8 @@ int main(int argc, char** argv) {
                   "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
   drain->add_option("--also-strace", drain_also,
                     "Also write this drainer's events as [STRACE] text to this file");
+  std::string drain_rotate;
+  add_limit_options(drain, drain_policy.limits, drain_rotate);
 
   std::string convert_in;
   std::string convert_to;
@@ -211,6 +260,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
+      parse_rotate(run_rotate, run_policy.limits);
       return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy);
     }
     if (*clean) return spanring::cmd_clean(dry_run);
@@ -236,6 +286,8 @@ int main(int argc, char** argv) {
       return spanring::cmd_export(export_opts);
     }
 #endif
+    parse_rotate(drain_rotate, drain_policy.limits);
+    spanring::check_limits(drain_policy.limits);
     return spanring::cmd_drain(segment_name, drain_out, drain_format, drain_also, drain_policy);
   } catch (const spanring::Error& e) {
     std::fprintf(stderr, "spanring: %s\n", e.what());

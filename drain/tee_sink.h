@@ -33,6 +33,8 @@ class TeeSink final : public Sink {
   size_t max_event_bytes() const noexcept override { return primary_.max_event_bytes(); }
   size_t begin_buffer(char* out) noexcept override { return primary_.begin_buffer(out); }
   void end_buffer(char* buffer, size_t len) noexcept override;
+  // Only the drainer's own file rotates; the text copy is one file (drain/output_files.h).
+  void begin_file() noexcept override { primary_.begin_file(); }
   size_t process(char* out, const ProcessEvent& e) noexcept override;
   size_t thread(char* out, const ThreadEvent& e) noexcept override;
   size_t span(char* out, const SpanEvent& e) noexcept override;

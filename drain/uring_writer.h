@@ -36,12 +36,14 @@ struct TailUpdate {
 
 struct Buffer {
   std::unique_ptr<char[]> data;
-  size_t capacity = 0;  // bytes
+  size_t capacity = 0;  // bytes it may be filled with (the drainer lowers it near a file's
+                        // size limit; 0: carries tail updates only, no bytes)
   size_t len = 0;       // bytes filled
   uint64_t records = 0; // [STRACE] span records formatted into it
   std::vector<TailUpdate> tails;
   uint64_t no_ring_reported = 0;  // segment counters written up to this buffer (0 = unchanged)
   uint64_t vfork_reported = 0;
+  uint64_t max_size_dropped = 0;  // --max-size: records not in the file nor reported, as of it
   bool failed = false;  // set by the writer: not (entirely) in the file
   bool sync = false;    // a flush marker: no data; the writer fsyncs once every earlier
                         // buffer is back (files and block devices; on a pipe or character

@@ -39,7 +39,10 @@ static_assert(std::endian::native == std::endian::little,
 // [STRACE] text file can start with it (text starts with '[').
 inline constexpr char kTraceMagic[8] = {'\x89', 'S', 'P', 'R', 'T', 'R', 'C', '\n'};
 // Bumped when any struct or rule below changes; a reader refuses a version it does not know.
-inline constexpr uint32_t kTraceVersion = 1;
+// Version 2: drop reason 7, max_size (the output reached --max-size). A version 1 file is a
+// version 2 file without it, so readers take both.
+inline constexpr uint32_t kTraceVersion = 2;
+inline constexpr uint32_t kOldestTraceVersion = 1;
 // "SBLK" as a little-endian u32.
 inline constexpr uint32_t kBlockMagic = 0x4b4c4253;
 // The largest block a reader accepts, header included: the drainer writes 1 MiB buffers; the

@@ -104,8 +104,8 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
         if (!(why = need(sizeof b, 0, "drops")).empty()) return why;
         std::memcpy(&b, body, sizeof b);
         if (b.reason < static_cast<uint8_t>(DropReason::kRingFull) ||
-            b.reason > static_cast<uint8_t>(DropReason::kReentrant))
-          return "drop reason " + std::to_string(b.reason) + " (must be 1..6)";
+            b.reason > static_cast<uint8_t>(DropReason::kMaxSize))
+          return "drop reason " + std::to_string(b.reason) + " (must be 1..7)";
         if (b.last_seq < b.first_seq)
           return "drop range " + std::to_string(b.first_seq) + ".." + std::to_string(b.last_seq) +
                  " ends before it starts";
@@ -177,11 +177,13 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
     return done(ReadResult::Status::kCut, got,
                 "the file is cut at " + at(got) + ", inside its " +
                     std::to_string(kFileHeaderBytes) + "-byte file header: it holds no block");
-  if (fh.version != kTraceVersion)
+  if (fh.version < kOldestTraceVersion || fh.version > kTraceVersion)
     return done(ReadResult::Status::kCorrupt, offsetof(FileHeader, version),
                 at(offsetof(FileHeader, version)) + ": unsupported format version " +
-                    std::to_string(fh.version) + " (this spanring reads version " +
-                    std::to_string(kTraceVersion) + ")");
+                    std::to_string(fh.version) + " (this spanring reads versions " +
+                    std::to_string(kOldestTraceVersion) + ".." + std::to_string(kTraceVersion) +
+                    ")");
+  r.format = "spanring binary trace v" + std::to_string(fh.version);
   if (fh.header_bytes < kFileHeaderBytes || fh.header_bytes > kMaxFileHeaderBytes)
     return done(ReadResult::Status::kCorrupt, offsetof(FileHeader, header_bytes),
                 at(offsetof(FileHeader, header_bytes)) + ": file header size " +

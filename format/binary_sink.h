@@ -25,6 +25,10 @@ class BinarySink final : public Sink {
   size_t max_event_bytes() const noexcept override { return kMaxBinaryEventBytes; }
   size_t begin_buffer(char* out) noexcept override;
   void end_buffer(char* buffer, size_t len) noexcept override;
+  void begin_file() noexcept override {
+    header_pending_ = true;
+    next_seq_ = 0;
+  }
   size_t process(char* out, const ProcessEvent& e) noexcept override;
   size_t thread(char* out, const ThreadEvent& e) noexcept override;
   size_t span(char* out, const SpanEvent& e) noexcept override;

@@ -31,6 +31,7 @@ enum class DropReason : uint8_t {
   kCorrupt = 4,
   kVfork = 5,
   kReentrant = 6,
+  kMaxSize = 7,  // the output reached --max-size: consumed, counted, not written
 };
 // The reason's [STRACE] spelling ("ring_full", ...); "unknown" for a value outside the enum.
 const char* drop_reason_name(DropReason r) noexcept;

@@ -27,6 +27,9 @@ class Sink {
   // it wrote.
   virtual size_t begin_buffer(char* out) noexcept = 0;
   virtual void end_buffer(char* buffer, size_t len) noexcept = 0;
+  // The next buffer begins a new file (--rotate): a format with a file header (binary) writes
+  // it again and numbers blocks from 0. The text format has nothing to do.
+  virtual void begin_file() noexcept {}
 
   virtual size_t process(char* out, const ProcessEvent& e) noexcept = 0;
   virtual size_t thread(char* out, const ThreadEvent& e) noexcept = 0;

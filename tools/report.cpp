@@ -121,6 +121,7 @@ const char* reason_note(DropReason r) {
     case DropReason::kVfork: return "a vfork child emitted before exec";
     case DropReason::kReentrant:
       return "a signal handler emitted while its thread was inside a record write";
+    case DropReason::kMaxSize: return "the output had reached --max-size";
   }
   return "";
 }
@@ -212,7 +213,9 @@ std::map<std::pair<uint32_t, uint32_t>, TraceReport::ThreadDrops> TraceReport::f
     ThreadDrops& f = folded[{d.pid, d.tid}];
     f.dropped += d.dropped;
     f.by_reason[drop_reason_name(d.reason)] += d.dropped;
-    if (d.reason == DropReason::kNoRing || d.reason == DropReason::kVfork) continue;  // no seq
+    if (d.reason == DropReason::kNoRing || d.reason == DropReason::kVfork ||
+        d.reason == DropReason::kMaxSize)
+      continue;  // no seq
     ++f.ranges;
     f.first_seq = std::min(f.first_seq, d.first_seq);
     f.last_seq = std::max(f.last_seq, d.last_seq);
@@ -471,7 +474,7 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
         if (f.by_reason.size() > 1) o += " " + std::to_string(n);
         for (const DropReason r : {DropReason::kRingFull, DropReason::kInvalid,
                                    DropReason::kNoRing, DropReason::kCorrupt, DropReason::kVfork,
-                                   DropReason::kReentrant})
+                                   DropReason::kReentrant, DropReason::kMaxSize})
           if (reason == drop_reason_name(r)) o += std::string(" (") + reason_note(r) + ")";
       }
       o += "\n";

@@ -1,4 +1,4 @@
-// spanring shared-memory segment layout, version 3.
+// spanring shared-memory segment layout, version 4.
 //
 // One named POSIX shared-memory object per traced job. It is created and sized once by the
 // drainer (`spanring run` / `spanring drain --create`), then opened by every traced process
@@ -58,7 +58,9 @@ inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // Version 2: TSC times in records (kRecordTsc) and open spans, RingHeader::anchor_tsc and
 // anchor_origin, reentrant-drop markers.
 // Version 3: packed integer attributes (kRecordPackedAttrs, packed_attrs.h).
-inline constexpr uint32_t kLayoutVersion = 3;
+// Version 4: the drainer's journaled max_size count (SegmentHeader::journal_max_size and
+// max_size_dropped, in what was the header's tail padding).
+inline constexpr uint32_t kLayoutVersion = 4;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -281,6 +283,12 @@ struct alignas(64) SegmentHeader {
   // Reported totals, so that a restarted drainer's summary covers the whole run.
   uint64_t no_ring_reported;      // no_ring_drops already written as [SPANRING_DROPS]
   uint64_t vfork_reported;        // vfork_drops already written
+  // --max-size: records the drainer consumed but kept out of the output file because it was
+  // full, and has not yet reported in the file (the drops line it writes when it finishes
+  // resets it to 0). Journaled: a commit writes journal_max_size before the seq turns odd and
+  // copies it to max_size_dropped with the entries, so a restarted drainer's count stays exact.
+  uint64_t journal_max_size;      // max_size_dropped once the pending journal is applied
+  uint64_t max_size_dropped;
 };
 static_assert(std::is_standard_layout_v<SegmentHeader>);
 static_assert(sizeof(SegmentHeader) == 320);
@@ -292,6 +300,7 @@ static_assert(offsetof(SegmentHeader, creator_start_time) == 64);
 static_assert(offsetof(SegmentHeader, no_ring_drops) == 128);
 static_assert(offsetof(SegmentHeader, drainer_pid) == 192);
 static_assert(offsetof(SegmentHeader, commit_offset) == 224);
+static_assert(offsetof(SegmentHeader, max_size_dropped) == 280);
 inline constexpr uint32_t kSegmentHeaderBytes = sizeof(SegmentHeader);
 
 // Atomics overlaid on shared memory must be lock-free and exactly the plain type's size, or two

@@ -1,0 +1,94 @@
+// OutputFiles (drain/output_files.h).
+#include "drain/output_files.h"
+
+#include <spanring/error.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+
+namespace spanring {
+
+OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text) {
+  OutputLimits l;
+  l.rotate_size = size_bytes;
+  l.rotate_count = OutputLimits::kDefaultRotateCount;
+  if (!count_text.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(count_text.c_str(), &end, 10);
+    if (errno != 0 || end == count_text.c_str() || *end != '\0' || count_text[0] == '-' ||
+        n < 1 || n > OutputLimits::kMaxRotateCount)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--rotate SIZE:COUNT: COUNT must be a number of files in 1.." +
+                      std::to_string(OutputLimits::kMaxRotateCount) + ", not \"" + count_text +
+                      "\"",
+                  EINVAL, "");
+    l.rotate_count = static_cast<uint32_t>(n);
+  }
+  check_limits(l);
+  return l;
+}
+
+void check_limits(const OutputLimits& l) {
+  if (l.max_size != 0 && l.rotate_size != 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--max-size and --rotate do not go together: --rotate SIZE:COUNT already bounds "
+                "the disk used (SIZE x COUNT bytes)",
+                EINVAL, "");
+  auto too_small = [](const char* what, uint64_t v) {
+    if (v != 0 && v < OutputLimits::kMinBytes)
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(what) + " " + std::to_string(v) + " is below the smallest file "
+                      "spanring writes, " + std::to_string(OutputLimits::kMinBytes) +
+                      " bytes (64K)",
+                  EINVAL, "");
+  };
+  too_small("--max-size", l.max_size);
+  too_small("--rotate SIZE", l.rotate_size);
+}
+
+OutputFiles::OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fallback fallback,
+                         const OutputLimits& limits)
+    : path_(std::move(path)), fallback_(fallback), limits_(limits) {
+  check_limits(limits_);
+  writer_ = std::make_unique<UringWriter>(path_, 8, keep_bytes, fallback_);
+  if (limits_.rotating() && !writer_->seekable())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate needs a regular file: " + path_ + " is a pipe or a device", EINVAL,
+                path_);
+}
+
+OutputFiles::~OutputFiles() = default;
+
+std::string OutputFiles::rotated_path(const std::string& path, uint32_t n) {
+  return n == 0 ? path : path + "." + std::to_string(n);
+}
+
+UringWriter& OutputFiles::rotate() {
+  const uint32_t count = limits_.rotate_count;
+  auto fail = [&](const std::string& what, const std::string& which) {
+    const int err = errno;
+    throw Error(what + " " + which + ": " + std::strerror(err), err, which);
+  };
+  // The oldest kept file goes; a missing one (fewer rotations so far, or a gap a killed
+  // rotation left) is no error.
+  const std::string oldest = rotated_path(path_, count - 1);
+  if (::unlink(oldest.c_str()) != 0 && errno != ENOENT) fail("cannot delete", oldest);
+  for (uint32_t n = count - 1; n >= 1; --n) {
+    const std::string from = rotated_path(path_, n - 1);
+    if (std::rename(from.c_str(), rotated_path(path_, n).c_str()) != 0 && errno != ENOENT)
+      fail("cannot rename", from);
+  }
+  // FILE is gone now (renamed, or deleted when COUNT is 1) before a new FILE exists: the
+  // segment's commit still names the old file, which a restart never cuts (output_files.h).
+  auto next = std::make_unique<UringWriter>(path_, 8, 0, fallback_);
+  // Every buffer of the old file is back (the Drainer waited): closing it loses nothing.
+  failed_before_ = failed_before_ || writer_->had_error();
+  writer_ = std::move(next);
+  ++rotations_;
+  return *writer_;
+}
+
+}  // namespace spanring

@@ -1,0 +1,96 @@
+// The drainer's output as files: one file, optionally capped (--max-size), or a rotating set
+// (--rotate SIZE[:COUNT]). OutputFiles owns the UringWriter of the current file; the Drainer
+// decides when a file is full (it sizes its buffers to the room left, drain/drainer.h) and asks
+// for the next one.
+//
+// Rotation names files the way logrotate does: the current file is always FILE (the -o path),
+// the one before it FILE.1, then FILE.2, ... up to FILE.<COUNT-1>; a rotation deletes the
+// oldest, renames each FILE.N to FILE.N+1 and FILE to FILE.1, then creates a new FILE. Chosen
+// over perf's timestamped names (perf.data.<time>) because a reader that follows the trace
+// (`tail -F`, a collector) and a restarted drainer both find the current file at the name they
+// were given, and "newest COUNT" is "FILE and FILE.1 .. FILE.<COUNT-1>" with no listing.
+//
+// Restart (drain/journal.h): the Drainer rotates only once every buffer of the current file is
+// written and committed, and FILE is renamed away before the new FILE is created; the segment's
+// commit then names either the old file (complete, now FILE.1, never touched again) or the new
+// FILE, so a restarted `spanring drain -o FILE --rotate ...` keeps FILE's committed prefix or
+// starts FILE afresh, and loses or repeats nothing.
+//
+// Drain thread only.
+#pragma once
+
+#include "drain/uring_writer.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace spanring {
+
+// The bounds on the output the operator asked for. Sizes in bytes; 0 = no bound.
+struct OutputLimits {
+  uint64_t max_size = 0;      // --max-size: the file holds at most this many bytes
+  uint64_t rotate_size = 0;   // --rotate SIZE: a new file starts before one would pass this
+  uint32_t rotate_count = 0;  // --rotate :COUNT: files kept, the current one included
+  // The smallest SIZE accepted: a file must hold the largest group of events one record brings
+  // (a process event with a 4 KiB command line, a thread event, drops and the span: ~16 KiB in
+  // binary) twice over, plus --max-size's closing drops line.
+  static constexpr uint64_t kMinBytes = 64u << 10;
+  // COUNT when --rotate gives none: the current file and three before it.
+  static constexpr uint32_t kDefaultRotateCount = 4;
+  // The largest COUNT (names FILE.1 .. FILE.999).
+  static constexpr uint32_t kMaxRotateCount = 1000;
+
+  // Bytes one file may hold (0 = unbounded).
+  uint64_t file_limit() const noexcept { return rotate_size != 0 ? rotate_size : max_size; }
+  bool rotating() const noexcept { return rotate_size != 0; }
+};
+
+// Parses "SIZE" or "SIZE:COUNT" of --rotate, SIZE already converted to bytes by the caller's
+// size parser (`size_bytes`), COUNT the text after the colon ("" = the default). Throws Error
+// (kInvalidArgument) naming the problem: SIZE below kMinBytes, COUNT not in 1..kMaxRotateCount.
+OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text);
+
+// Checks limits as a whole: --max-size and --rotate together, a bound below kMinBytes. Throws
+// Error (kInvalidArgument).
+void check_limits(const OutputLimits& limits);
+
+class OutputFiles {
+ public:
+  // Opens `path` as UringWriter does (keeping its first `keep_bytes`). Throws Error when it
+  // cannot be opened, or when `limits` rotate and `path` is not a regular file (a pipe cannot
+  // be rotated).
+  OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fallback fallback,
+              const OutputLimits& limits);
+  ~OutputFiles();
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+
+  UringWriter& writer() noexcept { return *writer_; }
+  const OutputLimits& limits() const noexcept { return limits_; }
+  const std::string& path() const noexcept { return path_; }
+  // Rotations done by this drainer.
+  uint64_t rotations() const noexcept { return rotations_; }
+  // True when a write to any file this drainer wrote failed.
+  bool had_error() const noexcept { return failed_before_ || writer_->had_error(); }
+
+  // Starts the next file: closes the current one (every buffer of it must be back from the
+  // writer), deletes FILE.<COUNT-1>, renames FILE.N to FILE.N+1 and FILE to FILE.1, creates a
+  // new empty FILE. Returns its writer. Throws Error when a rename or the new file fails; the
+  // files are then as far as the rotation got, and writer() is still the old file's (which
+  // the caller must not write to any more: it may have been renamed).
+  UringWriter& rotate();
+
+  // The name of the file N rotations older than the current one: path, path.1, path.2, ...
+  static std::string rotated_path(const std::string& path, uint32_t n);
+
+ private:
+  std::string path_;
+  UringWriter::Fallback fallback_;
+  OutputLimits limits_;
+  std::unique_ptr<UringWriter> writer_;
+  uint64_t rotations_ = 0;
+  bool failed_before_ = false;  // a rotated-out writer had a failed write
+};
+
+}  // namespace spanring
