@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
@@ -43,13 +44,27 @@ std::string read_cmdline(uint32_t pid) {
 
 Drainer::Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes,
                  const std::unordered_set<uint32_t>& known_pids)
-    : view_(segment.view()), journal_(view_), writer_(writer), sink_(sink),
-      rings_(view_.ring_count()), anchored_pids_(known_pids) {
+    : view_(segment.view()), journal_(view_), writer_(&writer), buffer_bytes_(kBufferBytes),
+      sink_(sink), rings_(view_.ring_count()), anchored_pids_(known_pids) {
   SegmentHeader& h = view_.header();
   // This file is now the segment's output; a new file starts with nothing committed.
   h.output_dev = writer.dev();
   h.output_ino = writer.ino();
   h.commit_offset.store(kept_bytes, std::memory_order_relaxed);
+  no_ring_reported_ = h.no_ring_reported;
+  vfork_reported_ = h.vfork_reported;
+  record_room_ = 4 * sink.max_event_bytes();
+}
+
+Drainer::Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink)
+    : view_(segment.view()), journal_(view_), writer_(nullptr), flight_(&flight),
+      buffer_bytes_(flight.block_bytes()), sink_(sink), rings_(view_.ring_count()) {
+  SegmentHeader& h = view_.header();
+  // No output file: a `spanring drain` started on this segment later recovers nothing from any
+  // file (recover() matches none) and resumes from the committed tails.
+  h.output_dev = 0;
+  h.output_ino = 0;
+  h.commit_offset.store(0, std::memory_order_relaxed);
   no_ring_reported_ = h.no_ring_reported;
   vfork_reported_ = h.vfork_reported;
   record_room_ = 4 * sink.max_event_bytes();
@@ -75,14 +90,16 @@ Buffer* Drainer::take_buffer() {
     }
     if (buffers_.size() < kMaxBuffers) {
       auto b = std::make_unique<Buffer>();
-      b->data = std::make_unique<char[]>(kBufferBytes);
-      b->capacity = kBufferBytes;
+      b->data = std::make_unique<char[]>(buffer_bytes_);
+      b->capacity = buffer_bytes_;
       b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
     }
-    // Every buffer is on its way to the file: wait for one to come back.
-    if (Buffer* done = writer_.take_done(100000)) apply(done);
+    // Every buffer is on its way to the file: wait for one to come back. (In flight-recorder
+    // mode buffers come back at once: this is not reached.)
+    if (writer_ == nullptr) std::abort();
+    if (Buffer* done = writer_->take_done(100000)) apply(done);
   }
 }
 
@@ -111,17 +128,34 @@ void Drainer::submit_current() {
   current_ = nullptr;
   sink_.end_buffer(b->data.get(), b->len);
   ++in_flight_;
-  writer_.submit(b);
+  if (flight_ == nullptr) {
+    writer_->submit(b);
+    return;
+  }
+  // Flight recorder: the block goes into the window, which is where it is "written"; commit it
+  // now. Its owners' state after it tells the window what each block holds of whom.
+  marks_.clear();
+  for (const TailUpdate& t : b->tails) {
+    const RingState& rs = rings_[t.ring];
+    marks_.push_back(FlightOwnerMark{t.ring, t.generation, rs.pid, rs.tid, rs.first_seq,
+                                     t.next_seq, t.free_after});
+  }
+  flight_->keep(b->data.get(), b->len, b->records, marks_, b->no_ring_reported,
+                b->vfork_reported);
+  apply(b);
+  // Processes the window no longer describes are announced again if they come back.
+  for (uint32_t pid : flight_->take_forgotten_pids()) anchored_pids_.erase(pid);
 }
 
 void Drainer::flush_partial() {
   if (current_ != nullptr && (current_->len > frame_bytes_ || !dirty_.empty())) submit_current();
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  Buffer* b = nullptr;
+  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
 }
 
 bool Drainer::wait_for_write(int64_t timeout_us) {
-  if (in_flight_ == 0) return false;
-  if (Buffer* b = writer_.take_done(timeout_us)) apply(b);
+  if (in_flight_ == 0 || writer_ == nullptr) return false;
+  if (Buffer* b = writer_->take_done(timeout_us)) apply(b);
   return true;
 }
 
@@ -210,6 +244,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
     rs.next_seq = r.next_seq;
     rs.drops_reported = r.drops_reported;
   }
+  rs.first_seq = rs.next_seq;
   pids_.insert(rs.pid);
   // A thread claims one ring for its life (a forked or exec'd image is a new owner), so owners
   // adopted are threads; counted, not kept, so that thread churn does not grow the drainer.
@@ -401,7 +436,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
 uint64_t Drainer::poll() {
   clock_.maybe_sample();
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  Buffer* b = nullptr;
+  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
   const uint64_t before = stats_.written + stats_.dropped;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_full_scan_) {
@@ -483,24 +519,26 @@ void Drainer::check_owners() {
 }
 
 bool Drainer::finish(bool owners_gone) {
-  while (Buffer* b = writer_.take_done(0)) apply(b);
+  Buffer* done = nullptr;
+  while (writer_ != nullptr && (done = writer_->take_done(0)) != nullptr) apply(done);
   if (!owners_gone) check_owners();
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
   submit_current();
+  if (writer_ == nullptr) return true;  // flight recorder: all of it is in the window
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
   Buffer marker;
   marker.sync = true;
   ++in_flight_;
-  writer_.submit(&marker);
+  writer_->submit(&marker);
   for (;;) {
-    Buffer* b = writer_.take_done(100000);
+    Buffer* b = writer_->take_done(100000);
     if (b == nullptr) continue;
     apply(b);
     if (b == &marker) break;
   }
-  return !writer_.had_error();
+  return !writer_->had_error();
 }
 
 }  // namespace spanring

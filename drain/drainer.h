@@ -18,6 +18,7 @@
 #pragma once
 
 #include "drain/drainer_lock.h"
+#include "drain/flight_recorder.h"
 #include "drain/journal.h"
 #include "drain/tsc_clock.h"
 #include "drain/uring_writer.h"
@@ -41,7 +42,7 @@ struct DrainStats {
   uint64_t written = 0;     // [STRACE] records in the file (this drainer)
   uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
   // `dropped` by reason, indexed by DropReason (index 0 unused).
-  std::array<uint64_t, static_cast<size_t>(DropReason::kReentrant) + 1> dropped_by_reason{};
+  std::array<uint64_t, static_cast<size_t>(DropReason::kOverwritten) + 1> dropped_by_reason{};
   uint64_t unwritten = 0;   // formatted, but the write to the file failed
   uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
@@ -58,6 +59,11 @@ class Drainer {
   // recognised by `known_pids`, which the caller reads from that prefix.
   Drainer(const Segment& segment, UringWriter& writer, Sink& sink, uint64_t kept_bytes = 0,
           const std::unordered_set<uint32_t>& known_pids = {});
+  // Flight-recorder mode (drain/flight_recorder.h): no output file. Each finished buffer (of
+  // flight.block_bytes()) is handed to `flight`, which keeps it in its window, and committed at
+  // once (tails advance as soon as the records are in the drainer's memory); `sink` is a
+  // FlightSink over the same recorder. `flight` and `sink` must outlive the Drainer.
+  Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink);
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
@@ -111,6 +117,7 @@ class Drainer {
     bool announced = false;   // the sink has had thread() for this owner
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
+    uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains
   };
 
   void drain_ring(uint32_t index, bool final_pass);
@@ -137,7 +144,10 @@ class Drainer {
   const SegmentView view_;  // the geometry validated at open: every ring access goes through it
   const CommitJournal journal_;
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
-  UringWriter& writer_;
+  UringWriter* writer_;         // the output file; null in flight-recorder mode
+  FlightRecorder* flight_ = nullptr;  // flight-recorder mode: where finished buffers go
+  std::vector<FlightOwnerMark> marks_;  // flight-recorder mode: scratch of submit_current()
+  size_t buffer_bytes_;
   Sink& sink_;
   size_t frame_bytes_ = 0;   // what begin_buffer() writes: a buffer longer than this has events
   size_t record_room_ = 0;   // room reserved per record: a drop, a process, a thread, a span

@@ -1,6 +1,8 @@
 // spanring: the CLI. Parses the arguments with CLI11 and dispatches to the commands:
 //   spanring run [-o FILE] [--format strace|binary] [--rings N] [--ring-records N] -- CMD [ARGS...]
+//   spanring run --flight-recorder SIZE [--snapshot-at-exit] [-o BASE] -- CMD [ARGS...]
 //   spanring drain --segment NAME -o FILE [--format strace|binary]     (drain/commands.h)
+//   spanring snapshot --segment NAME [-o FILE]
 //   spanring clean [-n]
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
 //   spanring report FILE [--json] [-o OUT]
@@ -12,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -44,6 +47,17 @@ int main(int argc, char** argv) {
                 "Exit 2 before starting CMD when it cannot be traced as asked (no segment can be "
                 "created, io_uring is unavailable), instead of running it untraced or writing "
                 "with write(2)");
+  spanring::FlightOptions flight;
+  CLI::Option* flight_opt =
+      run->add_option("--flight-recorder", flight.bytes,
+                      "Flight recorder: keep only the newest SIZE bytes of the (binary) trace in "
+                      "memory and write nothing until a snapshot is asked for (SIGUSR1, "
+                      "`spanring snapshot`, CMD killed by a signal); SIZE takes K/M/G suffixes "
+                      "(powers of 1024), 1M..64G")
+          ->transform(CLI::AsSizeValue(false));
+  run->add_flag("--snapshot-at-exit", flight.snapshot_at_exit,
+                "With --flight-recorder: also take a snapshot when CMD exits normally")
+      ->needs(flight_opt);
   run->add_option("--also-strace", run_also,
                   "Also write the same events as [STRACE] text to this file (to check "
                   "conversions; costs a second formatting pass)");
@@ -57,6 +71,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(spanring::kMinRingCapacity, spanring::kMaxRingCapacity))
       ->capture_default_str();
   run->add_option("cmd", cmd, "The command to trace (after --)")->required();
+
+  std::string snapshot_segment;
+  std::string snapshot_out;
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "Ask the flight recorder (spanring run --flight-recorder) of a segment for a "
+                  "snapshot of its window, wait until it is written and print its path; exits 1 "
+                  "when the segment has no flight-recording drainer");
+  snapshot->add_option("--segment", snapshot_segment, "Segment name (the value of SPANRING_SEGMENT)")
+      ->required();
+  snapshot->add_option("-o,--output", snapshot_out,
+                       "Snapshot file (default: the recorder's <base>.snap-<n>.sptrace)");
 
   std::string segment_name;
   std::string drain_out;
@@ -113,8 +138,14 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy);
+      // A flight recorder keeps the binary trace; --format binary is implied.
+      if (flight_opt->count() != 0 && run->count("--format") == 0) run_format = "binary";
+      if (flight_opt->count() != 0 && flight.bytes == 0)
+        throw spanring::Error(spanring::ErrorCode::kInvalidArgument,
+                              "--flight-recorder needs a size (1M..64G)", EINVAL, "");
+      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy, flight);
     }
+    if (*snapshot) return spanring::cmd_snapshot(snapshot_segment, snapshot_out);
     if (*clean) return spanring::cmd_clean(dry_run);
     if (*convert)
       return spanring::cmd_convert(convert_in,

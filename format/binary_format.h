@@ -1,4 +1,4 @@
-// The spanring binary trace format, version 1 (docs/binary-format.md has the full
+// The spanring binary trace format, versions 1 and 2 (docs/binary-format.md has the full
 // description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
 // output, read_binary_trace() (format/binary_reader.h) reads it back; CRC32C is format/crc32c.h.
 //
@@ -39,7 +39,13 @@ static_assert(std::endian::native == std::endian::little,
 // [STRACE] text file can start with it (text starts with '[').
 inline constexpr char kTraceMagic[8] = {'\x89', 'S', 'P', 'R', 'T', 'R', 'C', '\n'};
 // Bumped when any struct or rule below changes; a reader refuses a version it does not know.
+// The drainer writes version 1. Version 2 is version 1 plus drop reason 7, `overwritten`
+// (DropReason::kOverwritten); only flight-recorder snapshots (drain/flight_recorder.h) are
+// version 2, so a reader that knows only version 1 still reads every other file, and refuses a
+// snapshot by its version rather than by an unknown drop reason deep inside it.
 inline constexpr uint32_t kTraceVersion = 1;
+inline constexpr uint32_t kSnapshotTraceVersion = 2;
+inline constexpr uint32_t kNewestTraceVersion = kSnapshotTraceVersion;
 // "SBLK" as a little-endian u32.
 inline constexpr uint32_t kBlockMagic = 0x4b4c4253;
 // The largest block a reader accepts, header included: the drainer writes 1 MiB buffers; the
@@ -127,7 +133,7 @@ struct DropsBody {
   uint64_t dropped;
   uint64_t first_seq;
   uint64_t last_seq;
-  uint8_t reason;  // DropReason
+  uint8_t reason;  // DropReason: 1..6 (version 1), 1..7 (version 2)
   uint8_t reserved[7];
 };
 static_assert(sizeof(DropsBody) == 40);

@@ -10,6 +10,7 @@ const char* drop_reason_name(DropReason r) noexcept {
     case DropReason::kCorrupt: return "corrupt";
     case DropReason::kVfork: return "vfork";
     case DropReason::kReentrant: return "reentrant";
+    case DropReason::kOverwritten: return "overwritten";
   }
   return "unknown";
 }

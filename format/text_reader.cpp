@@ -130,7 +130,8 @@ bool parse_reason(std::string_view r, DropReason* out) {
   static constexpr std::pair<std::string_view, DropReason> kReasons[] = {
       {"ring_full", DropReason::kRingFull}, {"invalid", DropReason::kInvalid},
       {"no_ring", DropReason::kNoRing},     {"corrupt", DropReason::kCorrupt},
-      {"vfork", DropReason::kVfork},        {"reentrant", DropReason::kReentrant}};
+      {"vfork", DropReason::kVfork},        {"reentrant", DropReason::kReentrant},
+      {"overwritten", DropReason::kOverwritten}};
   for (const auto& [name, reason] : kReasons)
     if (r == name) {
       *out = reason;

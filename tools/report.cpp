@@ -42,6 +42,8 @@ const char* reason_note(DropReason r) {
     case DropReason::kVfork: return "a vfork child emitted before exec";
     case DropReason::kReentrant:
       return "a signal handler emitted while its thread was inside a record write";
+    case DropReason::kOverwritten:
+      return "drained, but pushed out of the flight recorder's window before this snapshot";
   }
   return "";
 }

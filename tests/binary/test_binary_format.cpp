@@ -262,12 +262,12 @@ TEST_CASE("corrupt files are refused with what is wrong and the byte offset") {
   }
   SUBCASE("an unknown version") {
     std::string f = b.bytes;
-    f[8] = 2;
+    f[8] = 3;
     TextRenderer r;
     const ReadResult res = read_bytes(f, r);
     CHECK(res.status == ReadResult::Status::kCorrupt);
-    CHECK(contains(res.message, "byte 8: unsupported format version 2 (this spanring reads "
-                                "version 1)"));
+    CHECK(contains(res.message, "byte 8: unsupported format version 3 (this spanring reads "
+                                "versions 1..2)"));
     CHECK(r.events == 0);
   }
   SUBCASE("a huge length with a valid header checksum: over the limit") {
