@@ -89,6 +89,13 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   uint64_t size_bytes() const noexcept { return size_; }
+  // What the window counts against SIZE now: the blocks' bytes plus the bookkeeping (block
+  // marks, owners, processes with their command lines, threads, overwritten ranges). At most
+  // SIZE, unless the metadata of live owners alone is more (then the window holds no block).
+  uint64_t bytes_in_use() const noexcept {
+    return (ring_head_ - ring_tail_) + blocks_overhead_ + meta_bytes_;
+  }
+  uint64_t blocks() const noexcept { return blocks_.size(); }
   // The drain buffer size the drainer must use in this mode: one block at most this long.
   size_t block_bytes() const noexcept { return block_bytes_; }
 
