@@ -394,8 +394,9 @@ int run_flight(const std::string& out_path, const std::string& format,
         if (WIFSIGNALED(st)) {
           // The command crashed (or was killed): its rings' owners are dead; report what they
           // left open, then snapshot the window that ends with it.
+          drainer.poll_all();
           drainer.check_owners();
-          drainer.poll();
+          drainer.poll_all();
           ask("", "command killed by signal " + std::to_string(WTERMSIG(st)), -1);
         }
       }
@@ -412,7 +413,7 @@ int run_flight(const std::string& out_path, const std::string& format,
     }
     if (recorder.pending()) {
       // The newest records first: what the rings hold now goes into the window.
-      drainer.poll();
+      drainer.poll_all();
       drainer.flush_partial();
       recorder.start_next();
     }

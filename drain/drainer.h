@@ -74,6 +74,12 @@ class Drainer {
   // line to fetch: 256 of them per poll cost more than a trickle of records).
   uint64_t poll();
   static constexpr int64_t kFullScanNs = 1'000'000;
+  // poll() with a full look at every ring now: rings claimed since the last full scan are
+  // adopted and drained too (a flight-recorder snapshot must end with everything published).
+  uint64_t poll_all() {
+    next_full_scan_ = {};
+    return poll();
+  }
   // Detects owners that died without releasing their ring (pid plus process start time, since
   // pids are reused) and schedules their rings to be drained, reported and freed; reports new
   // segment-wide drops; reports, once per change, a segment header whose geometry was

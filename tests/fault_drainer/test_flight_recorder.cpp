@@ -3,7 +3,8 @@
 // trace, while the test takes snapshots
 // - by SIGUSR1 to the drainer, by `spanring snapshot --segment NAME -o FILE`, and by the
 //   command's normal exit with --snapshot-at-exit (one run);
-// - by the command dying of a signal (SIGKILL of the emitter; another run).
+// - by the command dying of a signal (SIGKILL of the emitter; another run), and by
+//   dying_emitter killing itself with two spans open (listed as unfinished).
 // Every snapshot is checked the same way: `spanring convert` turns it into [STRACE] text and
 // Chrome JSON; per emitting thread, its spans and drop ranges tile the sequence numbers from 0
 // to its newest one exactly once (check_thread_accounting), the first range being the
@@ -304,6 +305,30 @@ TEST_CASE("the command killed by a signal gets a snapshot that ends with its las
   check_snapshot(path, report, kThreads, lo, hi, "killed by a signal");
 }
 
+TEST_CASE("a command killed with spans open gets a snapshot that lists them as unfinished") {
+  // dying_emitter --child open: a few spans, then two nested spans open and SIGKILL.
+  TempDir tmp;
+  const auto r = spanring_test::run_process(
+      {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8", "-o",
+       tmp.file("die.sptrace"), "--", spanring_test::exe_from_env("FAULT_DYING_EMITTER"), "--out",
+       tmp.file("die.jsonl"), "--child", "open", "--index", "0"});
+  CHECK_MESSAGE(r.term_signal == 0, r.describe());
+  CHECK_MESSAGE(r.exit_code == 128 + SIGKILL, r.describe());
+  CHECK_MESSAGE(r.err.find("spanring: snapshot 1 (command killed by signal 9): " +
+                           tmp.file("die.snap-1.sptrace")) != std::string::npos,
+                r.describe());
+  const auto conv = spanring_test::run_process(
+      {spanring_exe(), "convert", tmp.file("die.snap-1.sptrace"), "--to", "strace"});
+  REQUIRE_MESSAGE(conv.exit_code == 0, conv.describe());
+  const auto unfinished = lines_starting(conv.out, "[SPANRING_UNFINISHED]");
+  REQUIRE(unfinished.size() == 2);
+  CHECK(unfinished[0].find("name=die.open.outer ") != std::string::npos);
+  CHECK(unfinished[1].find("name=die.open.inner ") != std::string::npos);
+  // Everything it emitted fits in the window: nothing is reported overwritten.
+  CHECK(conv.out.find("reason=overwritten") == std::string::npos);
+  CHECK(conv.out.find("[STRACE] v=1 ") != std::string::npos);
+}
+
 TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
   TempDir tmp;
   SUBCASE("no such segment") {
@@ -334,6 +359,30 @@ TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
     const Exit e = wait_exit(drainer.pid(), kWaitS);
     drainer.release();
     CHECK_MESSAGE(e.exited_ok(), e.describe());
+  }
+  SUBCASE("a segment whose drainer was killed") {
+    ReportMap report(tmp.file("report"));
+    SpawnOptions o;
+    o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8", "-o",
+              tmp.file("fr.sptrace"), "--", spanring_test::exe_from_env("FAULT_EMITTER"),
+              "--threads", "1", "--report", report.path(), "--until-stop", "1", "--pace-us",
+              "100"};
+    o.stderr_path = tmp.file("run.err");
+    BackgroundDrainer drainer(o, kWaitS);
+    SegmentGuard segment_guard(drainer.segment());
+    REQUIRE(wait_until([&] { return report.ready(); }, kWaitS));
+    REQUIRE(::kill(drainer.pid(), SIGKILL) == 0);
+    const Exit e = wait_exit(drainer.pid(), kWaitS);
+    drainer.release();
+    CHECK(e.sig == SIGKILL);
+    const auto r = spanring_test::run_process(
+        {spanring_exe(), "snapshot", "--segment", drainer.segment()});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK_MESSAGE(r.err.find("has no drainer running") != std::string::npos, r.describe());
+    // The emitter, orphaned, is still emitting into the segment: stop it.
+    report->stop.store(1, std::memory_order_relaxed);
+    REQUIRE(wait_until([&] { return report->phase.load() == fault::kPhaseExited; }, kWaitS));
   }
   SUBCASE("--flight-recorder with --format strace is refused before anything starts") {
     const auto r = spanring_test::run_process(
