@@ -6,7 +6,9 @@
 //   drainer -> client   "ok <path written>\n" once the snapshot is written and fsynced, or
 //                       "error <why>\n"; then the drainer closes the connection.
 //
-// Abstract sockets have no file permissions, so the drainer checks the peer's credentials
+// An abstract name belongs to a network namespace: `spanring snapshot` must run in the
+// drainer's (a container's own network namespace cannot reach it). Abstract sockets have no
+// file permissions, so the drainer checks the peer's credentials
 // (SO_PEERCRED): only its own uid or root may ask (a snapshot writes a file as the drainer).
 // The segment itself (mode 0600) names the drainer's pid, which the client reads to tell "no
 // drainer" from "a drainer that is not a flight recorder".
