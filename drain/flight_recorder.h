@@ -106,8 +106,9 @@ class FlightRecorder {
   // `records` spans; `marks` the owners it advanced; the segment-wide no_ring / vfork totals
   // reported up to this block (0: unchanged). Evicts older blocks as needed (waiting for a
   // snapshot in progress only if it would lose a block it has not copied yet).
-  void keep(const char* data, size_t len, uint64_t records, const std::vector<FlightOwnerMark>& marks,
-            uint64_t no_ring_total, uint64_t vfork_total);
+  void keep(const char* data, size_t len, uint64_t records,
+            const std::vector<FlightOwnerMark>& marks, uint64_t no_ring_total,
+            uint64_t vfork_total);
   // Pids whose metadata was let go since the last call (no owner of theirs is live or in the
   // window): the drainer announces them afresh if they appear again.
   std::vector<uint32_t> take_forgotten_pids();
@@ -170,7 +171,9 @@ class FlightRecorder {
   uint64_t overhead_of(const Block& b) const noexcept;
   void evict_front();
   void release_owner(uint64_t k, Owner& o);
-  void add_meta(int64_t bytes) noexcept { meta_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(meta_bytes_) + bytes); }
+  void add_meta(int64_t bytes) noexcept {
+    meta_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(meta_bytes_) + bytes);
+  }
   void copy_out(uint64_t offset, char* to, size_t n) const noexcept;
   void finish_job(bool ok, const std::string& why);
 

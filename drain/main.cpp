@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
       "snapshot", "Ask the flight recorder (spanring run --flight-recorder) of a segment for a "
                   "snapshot of its window, wait until it is written and print its path; exits 1 "
                   "when the segment has no flight-recording drainer");
-  snapshot->add_option("--segment", snapshot_segment, "Segment name (the value of SPANRING_SEGMENT)")
+  snapshot
+      ->add_option("--segment", snapshot_segment, "Segment name (the value of SPANRING_SEGMENT)")
       ->required();
   snapshot->add_option("-o,--output", snapshot_out,
                        "Snapshot file (default: the recorder's <base>.snap-<n>.sptrace)");

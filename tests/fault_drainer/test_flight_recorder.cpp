@@ -247,7 +247,8 @@ TEST_CASE("snapshots by SIGUSR1, by spanring snapshot and at exit hold the newes
   wait_for_records(report, emitted_total(report, kThreads) + kTenWindowsRecords);
   asked = newest_emitted(report, kThreads);
   const auto snap = spanring_test::run_process(
-      {spanring_exe(), "snapshot", "--segment", drainer.segment(), "-o", tmp.file("asked.sptrace")});
+      {spanring_exe(), "snapshot", "--segment", drainer.segment(), "-o",
+       tmp.file("asked.sptrace")});
   REQUIRE_MESSAGE(snap.exit_code == 0, snap.describe());
   CHECK(snap.out == tmp.file("asked.sptrace") + "\n");
   const SnapshotFacts s2 = check_snapshot(tmp.file("asked.sptrace"), report, kThreads, asked,
@@ -284,7 +285,9 @@ TEST_CASE("the command killed by a signal gets a snapshot that ends with its las
   SegmentGuard segment_guard(drainer.segment());
   REQUIRE(wait_until([&] { return report.ready(); }, kWaitS));
   wait_for_records(report, kTenWindowsRecords);
-  REQUIRE(::kill(static_cast<pid_t>(report->pid.load()), SIGKILL) == 0);
+  // relaxed: published before the report's magic, which report.ready() acquired.
+  const auto emitter = static_cast<pid_t>(report->pid.load(std::memory_order_relaxed));
+  REQUIRE(::kill(emitter, SIGKILL) == 0);
   const pid_t drainer_pid = drainer.pid();
   const Exit e = wait_exit(drainer_pid, kWaitS);
   drainer.release();
@@ -425,11 +428,15 @@ TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
     CHECK_MESSAGE(r.err.find("has no drainer running") != std::string::npos, r.describe());
     // The emitter, orphaned, is still emitting into the segment: stop it.
     report->stop.store(1, std::memory_order_relaxed);
-    REQUIRE(wait_until([&] { return report->phase.load() == fault::kPhaseExited; }, kWaitS));
+    // acquire: pairs with the emitter's release of kPhaseExited.
+    REQUIRE(wait_until(
+        [&] { return report->phase.load(std::memory_order_acquire) == fault::kPhaseExited; },
+        kWaitS));
   }
   SUBCASE("--flight-recorder with --format strace is refused before anything starts") {
     const auto r = spanring_test::run_process(
-        {spanring_exe(), "run", "--flight-recorder", "1M", "--format", "strace", "--", "/bin/true"});
+        {spanring_exe(), "run", "--flight-recorder", "1M", "--format", "strace", "--",
+         "/bin/true"});
     CHECK(r.exit_code == 2);
     CHECK_MESSAGE(r.err.find("--format binary") != std::string::npos, r.describe());
   }
