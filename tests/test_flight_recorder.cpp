@@ -203,3 +203,43 @@ TEST_CASE("a size outside 1 MiB .. 64 GiB is refused") {
   CHECK_THROWS_AS(FlightRecorder((uint64_t{64} << 30) + 1, UringWriter::Fallback::kSynchronous),
                   Error);
 }
+
+TEST_CASE("blocks a snapshot has not copied yet are never pushed out: the window waits for it, "
+          "and the snapshot is the window as it was when it began") {
+  spanring_test::TempDir tmp;
+  // 16 MiB: more than the four 1 MiB write buffers a snapshot copies at a time.
+  constexpr uint64_t kBig = 16u << 20;
+  FlightRecorder fr(kBig, UringWriter::Fallback::kSynchronous);
+  fr.thread(ThreadEvent{9, 9, "w"});
+  uint64_t seq = 0;
+  constexpr uint64_t kPerBlock = 1000;
+  auto keep_blocks = [&](int n) {
+    for (int b = 0; b < n; ++b) {
+      const std::string blk = block_of(9, 9, seq, seq + kPerBlock);
+      seq += kPerBlock;
+      fr.keep(blk.data(), blk.size(), kPerBlock, {FlightOwnerMark{0, 1, 9, 9, 0, seq, false}},
+              0, 0);
+      CHECK(fr.bytes_in_use() <= kBig);
+    }
+  };
+  keep_blocks(300);
+  const uint64_t newest_at_start = seq - 1;
+  const uint64_t blocks_at_start = fr.blocks();
+  fr.request(SnapshotRequest{tmp.file("pinned.sptrace"), "test", -1});
+  fr.start_next();  // copies what four buffers hold; the rest of the window is pinned
+  REQUIRE(fr.busy());
+  keep_blocks(300);  // pushes out the whole window of the start, pinned blocks included
+  while (fr.pump(100000)) {
+  }
+  Seen seen;
+  TraceInput in = TraceInput::open(tmp.file("pinned.sptrace"));
+  const ReadResult r = read_binary_trace(in, seen);
+  CHECK(r.status == ReadResult::Status::kComplete);
+  const std::vector<uint64_t>& spans = seen.spans[{9, 9}];
+  REQUIRE(spans.size() == blocks_at_start * kPerBlock);
+  CHECK(spans.back() == newest_at_start);
+  for (size_t i = 0; i < spans.size(); ++i) CHECK(spans[i] == spans.front() + i);
+  REQUIRE(seen.drop_events.size() == 1);
+  CHECK(seen.drop_events[0].first_seq == 0);
+  CHECK(seen.drop_events[0].last_seq == spans.front() - 1);
+}
