@@ -13,7 +13,10 @@
 // counters in the same window, and the drainer's own summary for the whole run.
 //
 // Idle: a drainer on a segment with no producer, its CPU use over a few seconds, from
-// /proc/PID/stat (utime+stime, 10 ms ticks) and /proc/PID/task/*/schedstat (ns).
+// /proc/PID/stat (utime+stime, 10 ms ticks) and /proc/PID/task/*/schedstat (ns). Then the same
+// with --idle-owners silent owners: one process whose threads each emit one record (so each
+// holds a ring the drainer must watch for its owner's death) and then sleep; the drainer's
+// liveness checks are then all it does (issue 13: < 1% of a core with 256 of them).
 #include "bench_util.h"
 
 #include <spanring/segment.h>
@@ -46,6 +49,7 @@ struct Options {
   double paced_rate = 2e6;  // records/s, all producer threads together; 0 = no paced runs
   double paced_rate_binary = 8e6;  // the same for the binary output (issue 4's target)
   double idle_seconds = 3.0;
+  uint32_t idle_owners = 256;  // silent owner threads of the second idle measurement (0 = skip)
   uint32_t ring_records = spanring::SegmentOptions{}.ring_capacity;
   std::string spanring_exe = SPANRING_EXE_DEFAULT;
   int cpu_producer = 0;
@@ -242,14 +246,51 @@ struct IdleResult {
   double cpu_ticks = 0;
 };
 
-IdleResult run_idle(const Options& o, const std::string& tmp) {
+// The owner process of the idle measurement: `owners` threads each emit one record (claiming a
+// ring) and then sleep until the process is killed. Writes one byte to `ready_fd` once every
+// thread holds its ring.
+[[noreturn]] void silent_owners_main(const std::string& segment, uint32_t owners, int ready_fd) {
+  if (!spanring::attach(segment.c_str())) ::_exit(3);
+  std::atomic<uint32_t> claimed{0};
+  std::vector<std::thread> ts;
+  for (uint32_t i = 0; i < owners; ++i)
+    ts.emplace_back([&claimed] {
+      spanring::emit(kName, bench::mono_ns(), 1, "");
+      claimed.fetch_add(1, std::memory_order_release);
+      for (;;) ::pause();
+    });
+  while (claimed.load(std::memory_order_acquire) < owners) bench::sleep_us(1000);
+  const char ready = 'r';
+  (void)!::write(ready_fd, &ready, 1);
+  for (;;) ::pause();
+}
+
+// The drainer's CPU while nothing is emitted, with `owners` silent ring owners (0: none).
+IdleResult run_idle(const Options& o, const std::string& tmp, uint32_t owners) {
   IdleResult r;
   const std::string name = "spanring-bench-idle-" + std::to_string(::getpid());
-  spanring::Segment seg = spanring::Segment::create(name, spanring::SegmentOptions{});
+  spanring::SegmentOptions so;
+  so.ring_count = std::max(so.ring_count, owners);
+  spanring::Segment seg = spanring::Segment::create(name, so);
   bench::DrainerProcess drainer;
   drainer.start(o.spanring_exe, name, tmp + "/idle.strace", o.cpu_drainer,
                 tmp + "/idle.stderr");
-  bench::sleep_us(500000);  // past start-up and the back-off's ramp to its longest sleep
+  pid_t child = -1;
+  if (owners != 0) {
+    int fds[2];
+    if (::pipe(fds) != 0) std::abort();
+    child = ::fork();
+    if (child == 0) {
+      ::close(fds[0]);
+      silent_owners_main(name, owners, fds[1]);
+    }
+    ::close(fds[1]);
+    char ready = 0;
+    (void)!::read(fds[0], &ready, 1);
+    ::close(fds[0]);
+  }
+  // Past start-up, the first record of every owner and the back-off's ramp to its longest sleep.
+  bench::sleep_us(1000000);
   const int64_t t0 = bench::mono_ns();
   const long long k0 = bench::proc_cpu_ticks(drainer.pid);
   const long long n0 = bench::proc_cpu_ns(drainer.pid);
@@ -257,6 +298,10 @@ IdleResult run_idle(const Options& o, const std::string& tmp) {
   const int64_t t1 = bench::mono_ns();
   const long long k1 = bench::proc_cpu_ticks(drainer.pid);
   const long long n1 = bench::proc_cpu_ns(drainer.pid);
+  if (child > 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+  }
   drainer.stop();
   spanring::Segment::remove(name);
   r.seconds = static_cast<double>(t1 - t0) / 1e9;
@@ -305,6 +350,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--idle-seconds", o.idle_seconds, "idle drainer measurement, seconds (0 = skip)")
       ->capture_default_str();
+  app.add_option("--idle-owners", o.idle_owners,
+                 "silent ring owner threads of the second idle measurement (0 = skip it)")
+      ->capture_default_str();
   app.add_option("--ring-records", o.ring_records, "ring capacity in 64-byte slots")
       ->capture_default_str();
   app.add_option("--spanring", o.spanring_exe, "the spanring CLI")->capture_default_str();
@@ -348,7 +396,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   IdleResult idle;
-  if (o.idle_seconds > 0) idle = run_idle(o, tmp);
+  IdleResult idle_owned;
+  if (o.idle_seconds > 0) idle = run_idle(o, tmp, 0);
+  if (o.idle_seconds > 0 && o.idle_owners > 0) idle_owned = run_idle(o, tmp, o.idle_owners);
   std::filesystem::remove_all(tmp);
 
   std::printf("### bench_drain: drainer throughput to [STRACE] text%s, drops, idle cost\n\n",
@@ -391,6 +441,13 @@ int main(int argc, char** argv) {
                 idle.seconds, idle.cpu_schedstat * 100,
                 static_cast<long long>(idle.cpu_schedstat * idle.seconds * 1e9),
                 idle.cpu_ticks * 100, idle.ticks, idle.ticks_per_s);
+  if (o.idle_seconds > 0 && o.idle_owners > 0)
+    std::printf("Idle drainer with %u silent ring owners (threads of one process that emitted "
+                "one record each, %.1f s): %.3f%% of one core by schedstat (%lld ns), %.2f%% by "
+                "/proc/PID/stat (%lld ticks of 1/%ld s).\n\n",
+                o.idle_owners, idle_owned.seconds, idle_owned.cpu_schedstat * 100,
+                static_cast<long long>(idle_owned.cpu_schedstat * idle_owned.seconds * 1e9),
+                idle_owned.cpu_ticks * 100, idle_owned.ticks, idle_owned.ticks_per_s);
 
   // ---- targets (issue 4)
   std::printf("Targets (issue 4), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
@@ -425,6 +482,11 @@ int main(int argc, char** argv) {
   if (o.idle_seconds > 0)
     std::printf("| idle drainer < 1%% of a core | %s | %.3f%% (schedstat) |\n",
                 idle.cpu_schedstat < 0.01 ? "PASS" : "MISS", idle.cpu_schedstat * 100);
+  if (o.idle_seconds > 0 && o.idle_owners > 0)
+    std::printf("| idle drainer with %u silent owners < 1%% of a core (issue 13) | %s | %.3f%% "
+                "(schedstat) |\n",
+                o.idle_owners, idle_owned.cpu_schedstat < 0.01 ? "PASS" : "MISS",
+                idle_owned.cpu_schedstat * 100);
   std::printf("\n");
 
   if (!o.json_path.empty()) {
@@ -444,6 +506,9 @@ int main(int argc, char** argv) {
     j["binary"] = binary ? "measured" : "not built yet";
     j["idle"] = {{"seconds", idle.seconds}, {"cpu_schedstat", idle.cpu_schedstat},
                  {"cpu_ticks", idle.cpu_ticks}, {"ticks", idle.ticks}};
+    j["idle_owners"] = {{"owners", o.idle_owners}, {"seconds", idle_owned.seconds},
+                        {"cpu_schedstat", idle_owned.cpu_schedstat},
+                        {"cpu_ticks", idle_owned.cpu_ticks}, {"ticks", idle_owned.ticks}};
     std::ofstream(o.json_path) << j.dump(1) << '\n';
   }
   return 0;

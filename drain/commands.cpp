@@ -4,6 +4,7 @@
 #include "drain/flight_recorder.h"
 #include "drain/resume.h"
 #include "drain/snapshot_control.h"
+#include "drain/status_line.h"
 #include "drain/tee_sink.h"
 #include "drain/uring_writer.h"
 #include "format/binary_sink.h"
@@ -116,11 +117,13 @@ class SegmentNameWatch {
       ino_ = st.st_ino;
     }
   }
-  void check() {
+  // `status`: the live status line, erased first so that the warning gets a line of its own.
+  void check(StatusLine& status) {
     if (said_ || ino_ == 0) return;
     struct stat st {};
     if (::stat(path().c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) return;
     said_ = true;
+    status.erase();
     std::fprintf(stderr, "spanring: warning: segment %s was removed from /dev/shm (systemd-logind's "
                  "RemoveIPC does this at logout): draining goes on, but processes started from "
                  "now on run untraced and spanring drain --segment %s can no longer attach\n",
@@ -137,9 +140,11 @@ class SegmentNameWatch {
 
 // Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
 // owner died must be freed even while other rings keep the drainer busy), and the segment's
-// name once a second.
+// name once a second; offers the status line an update every 100 ms (it redraws once a
+// second) and erases it on the way out.
 template <class Done>
-void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, Done&& done) {
+void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& status,
+                Done&& done) {
   Backoff backoff;
   auto next_check = std::chrono::steady_clock::now();
   int checks = 0;
@@ -149,7 +154,8 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, Done&& done) {
     if (now >= next_check) {
       drainer.check_owners();
       drainer.flush_partial();  // a trickle reaches the file within ~100 ms
-      if (++checks % 10 == 0) name_watch.check();
+      if (++checks % 10 == 0) name_watch.check(status);
+      status.update(drainer.stats().written, drainer.stats().dropped);
       next_check = now + std::chrono::milliseconds(100);
     }
     if (n >= kBatchRecords) {
@@ -159,6 +165,7 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, Done&& done) {
     if (n == 0) drainer.flush_partial();
     backoff.idle(drainer, n == 0 ? kIdleMaxUs : kTrickleMaxUs);
   }
+  status.erase();
 }
 
 void print_summary(const Drainer& d, const std::string& out, bool ok) {
@@ -380,10 +387,11 @@ int run_flight(const std::string& out_path, const std::string& format,
   };
   sig_atomic_t signals_seen = 0;
   auto next_listen = std::chrono::steady_clock::now();
+  StatusLine status_line(StatusLine::wanted(policy.status_line));
   int status = 0;
   bool child_done = false;
   bool all_done = false;
-  drain_loop(drainer, name_watch, [&] {
+  drain_loop(drainer, name_watch, status_line, [&] {
     for (;;) {
       int st = 0;
       const pid_t p = ::waitpid(-1, &st, WNOHANG);
@@ -411,6 +419,8 @@ int run_flight(const std::string& out_path, const std::string& format,
       listen();
       next_listen = now + std::chrono::milliseconds(100);
     }
+    // A snapshot says on stderr when it is written (or fails): on a line of its own.
+    if (recorder.busy()) status_line.erase();
     if (recorder.pending()) {
       // The newest records first: what the rings hold now goes into the window.
       drainer.poll_all();
@@ -488,10 +498,11 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
 
   Drainer drainer(segment, writer, choice.sink());
   SegmentNameWatch name_watch(name);
+  StatusLine status_line(StatusLine::wanted(policy.status_line));
   int status = 0;
   bool child_done = false;
   bool all_done = false;
-  drain_loop(drainer, name_watch, [&] {
+  drain_loop(drainer, name_watch, status_line, [&] {
     // Reap every exited descendant; stop once none is left.
     for (;;) {
       int st = 0;
@@ -572,7 +583,8 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
   Drainer drainer(segment, writer, choice.sink(), keep, prefix.pids);
   SegmentNameWatch name_watch(segment_name);
-  drain_loop(drainer, name_watch, [] { return g_stop_signal != 0; });
+  StatusLine status_line(StatusLine::wanted(policy.status_line));
+  drain_loop(drainer, name_watch, status_line, [] { return g_stop_signal != 0; });
   bool ok = drainer.finish(false);
   ok = choice.finish() && ok;
   print_summary(drainer, absolute(out_path), ok);

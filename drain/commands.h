@@ -21,6 +21,8 @@ struct TracingPolicy {
   // Exit kLossExitStatus when records were dropped or could not be written (and, for `run`,
   // the command itself exited 0): a job that must not lose trace data can tell.
   bool fail_on_loss = false;
+  // The live status line on a terminal (drain/status_line.h); --no-status turns it off.
+  bool status_line = true;
 };
 // The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
 inline constexpr int kLossExitStatus = 3;

@@ -484,6 +484,7 @@ void Drainer::check_owners() {
                    damage.c_str());
     geometry_damage_ = std::move(damage);
   }
+  owners_.begin_round();
   for (uint32_t i = 0; i < rings_.size(); ++i) {
     RingState& rs = rings_[i];
     RingHeader& r = view_.ring(i);
@@ -508,12 +509,14 @@ void Drainer::check_owners() {
     rs.claiming_seen = 0;
     if (!rs.owned || rs.gone || rs.quarantined) continue;
     // An owner thread that exited without releasing its ring, or whose process is gone (or
-    // whose pid now names another process), is a dead owner.
-    if (!thread_alive(rs.pid, rs.tid, rs.start_time)) {
+    // whose pid now names another process), is a dead owner. Each process is looked at once
+    // per round, whatever the number of its rings (owner_watch.h).
+    if (!owners_.alive(rs.pid, rs.tid, rs.start_time)) {
       rs.gone = true;
       rs.died = true;
     }
   }
+  owners_.end_round();
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
 }

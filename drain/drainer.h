@@ -20,6 +20,7 @@
 #include "drain/drainer_lock.h"
 #include "drain/flight_recorder.h"
 #include "drain/journal.h"
+#include "drain/owner_watch.h"
 #include "drain/tsc_clock.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
@@ -83,8 +84,9 @@ class Drainer {
   // Detects owners that died without releasing their ring (pid plus process start time, since
   // pids are reused) and schedules their rings to be drained, reported and freed; reports new
   // segment-wide drops; reports, once per change, a segment header whose geometry was
-  // overwritten since it was validated (the drainer goes on with its own copy). Costs a /proc
-  // read per owner process: call every ~100 ms.
+  // overwritten since it was validated (the drainer goes on with its own copy). Costs a poll of
+  // a pidfd per owner process and a signal-0 tgkill per owner thread (owner_watch.h): call
+  // every ~100 ms.
   void check_owners();
   // Hands the partly filled buffer to the writer (call when idle, so the file does not lag).
   void flush_partial();
@@ -168,6 +170,7 @@ class Drainer {
   std::unordered_set<uint32_t> anchored_pids_;
   TscClock clock_;  // TSC ticks of kRecordTsc records and open spans -> CLOCK_MONOTONIC ns
   std::unordered_set<uint32_t> pids_;
+  OwnerWatch owners_;  // owner liveness, once per process per check_owners()
   uint64_t no_ring_reported_ = 0;  // as written into buffers (the header has the committed)
   uint64_t vfork_reported_ = 0;
   DrainStats stats_;

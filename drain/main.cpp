@@ -4,9 +4,11 @@
 //   spanring drain --segment NAME -o FILE [--format strace|binary]     (drain/commands.h)
 //   spanring snapshot --segment NAME [-o FILE]
 //   spanring clean [-n]
+//   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
 //   spanring report FILE [--json] [-o OUT]
 #include "drain/commands.h"
+#include "drain/stat.h"
 #include "tools/convert.h"
 
 #include <spanring/error.h>
@@ -47,6 +49,9 @@ int main(int argc, char** argv) {
                 "Exit 2 before starting CMD when it cannot be traced as asked (no segment can be "
                 "created, io_uring is unavailable), instead of running it untraced or writing "
                 "with write(2)");
+  run->add_flag("--no-status", [&run_policy](int64_t) { run_policy.status_line = false; },
+                "No live status line (records/s, drops) on stderr; it is shown only when "
+                "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
   spanring::FlightOptions flight;
   CLI::Option* flight_opt =
       run->add_option("--flight-recorder", flight.bytes,
@@ -104,6 +109,9 @@ int main(int argc, char** argv) {
   drain->add_flag("--require-tracing", drain_policy.require_tracing,
                   "Exit 2, moving no ring tail, when io_uring is unavailable, instead of writing "
                   "with write(2)");
+  drain->add_flag("--no-status", [&drain_policy](int64_t) { drain_policy.status_line = false; },
+                  "No live status line (records/s, drops) on stderr; it is shown only when "
+                  "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
   drain->add_option("--also-strace", drain_also,
                     "Also write this drainer's events as [STRACE] text to this file");
 
@@ -135,6 +143,15 @@ int main(int argc, char** argv) {
                "are all dead; never a live one");
   clean->add_flag("-n,--dry-run", dry_run, "Only say what would be removed");
 
+  std::string stat_segment;
+  bool stat_json = false;
+  CLI::App* stat = app.add_subcommand(
+      "stat", "Show the live state of a segment (while a run drains it, or left behind): "
+              "creator, drainer, rings in use with their owner, fill and drops; reads only");
+  stat->add_option("--segment", stat_segment, "Segment name (the value of SPANRING_SEGMENT)")
+      ->required();
+  stat->add_flag("--json", stat_json, "One JSON object instead of text");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -148,6 +165,7 @@ int main(int argc, char** argv) {
     }
     if (*snapshot) return spanring::cmd_snapshot(snapshot_segment, snapshot_out);
     if (*clean) return spanring::cmd_clean(dry_run);
+    if (*stat) return spanring::cmd_stat(stat_segment, stat_json);
     if (*convert)
       return spanring::cmd_convert(convert_in,
                                    convert_to == "chrome" ? spanring::ConvertTo::kChrome

@@ -68,6 +68,11 @@ bool thread_alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept {
   // The pid names the same process (not a reused pid) ...
   if (start_time == 0 || stat_start_time(path, false) != start_time) return false;
   // ... and the owner thread itself has not exited.
+  return task_alive(pid, tid);
+}
+
+bool task_alive(uint32_t pid, uint32_t tid) noexcept {
+  char path[96];
   std::snprintf(path, sizeof path, "/proc/%u/task/%u/stat", pid, tid);
   return stat_start_time(path, true) != 0;
 }

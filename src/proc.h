@@ -21,4 +21,9 @@ uint64_t process_start_time(uint32_t pid) noexcept;
 // thread has exited or the process is gone.
 bool thread_alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept;
 
+// True while thread `tid` of process `pid` exists and has not exited (its
+// /proc/PID/task/TID/stat state is neither Z nor X). Says nothing about pid reuse: the caller
+// has established that `pid` is still the process it means (OwnerWatch, drain/owner_watch.h).
+bool task_alive(uint32_t pid, uint32_t tid) noexcept;
+
 }  // namespace spanring

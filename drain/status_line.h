@@ -1,0 +1,48 @@
+// The live status line of `spanring run` and `spanring drain` on a terminal: records written,
+// records/s over the last update, and drops, redrawn in place on stderr about once a second,
+// and erased before the summary, so that what stays on the screen is the summary alone.
+//
+// On only when stderr is a terminal (isatty(2)): a file or a pipe (a log, CI) never gets it.
+// `--no-status` or SPANRING_NO_STATUS=1 (any value but "" and "0") turns it off on a terminal
+// too. Drain thread only (not thread-safe).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace spanring {
+
+class StatusLine {
+ public:
+  // Redraws are at least this far apart (the drainer offers one every ~100 ms).
+  static constexpr std::chrono::milliseconds kInterval{1000};
+
+  // Whether the line should be shown: stderr is a terminal, `allowed` (no --no-status) and
+  // SPANRING_NO_STATUS does not turn it off.
+  static bool wanted(bool allowed) noexcept;
+
+  explicit StatusLine(bool enabled) noexcept;
+  ~StatusLine() { erase(); }
+  StatusLine(const StatusLine&) = delete;
+  StatusLine& operator=(const StatusLine&) = delete;
+
+  // Redraws the line when kInterval has passed since the last redraw (the first one
+  // kInterval after construction): `written` and `dropped` are running totals.
+  void update(uint64_t written, uint64_t dropped);
+  // Erases the line (carriage return, erase to end of line) if one is shown; the next
+  // update() draws it again. Call before printing anything else on stderr.
+  void erase() noexcept;
+
+  bool enabled() const noexcept { return enabled_; }
+  // The text of one redraw (without the terminal controls), for tests.
+  static std::string text(uint64_t written, uint64_t dropped, double records_per_s);
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_;
+  uint64_t last_written_ = 0;
+};
+
+}  // namespace spanring
