@@ -61,6 +61,24 @@ void install_snapshot_handler() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// A drainer that writes a file has no window to snapshot: SIGUSR1 (whose default action would
+// end it, and tracing with it) is refused with one line. write(2): async-signal-safe.
+void on_snapshot_signal_refused(int) {
+  static constexpr char kMsg[] =
+      "spanring: SIGUSR1 ignored: this drainer writes its trace to a file and keeps no snapshot "
+      "window (spanring run --flight-recorder SIZE does)\n";
+  const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)n;
+}
+
+void refuse_snapshot_signal() {
+  struct sigaction sa {};
+  sa.sa_handler = on_snapshot_signal_refused;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -479,6 +497,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     return run_untraced(cmd);
   }
   Segment& segment = *created;
+  refuse_snapshot_signal();  // before the segment line tells anyone our pid
   DrainerLock lock(segment);
   std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); restart a killed drainer "
                "with: spanring drain --segment %s -o %s%s\n",
@@ -552,6 +571,7 @@ int cmd_drain(const std::string& segment_name, const std::string& out_path, std:
   // First: a SIGTERM while we open the segment and recover the file must not kill us between
   // recovery steps; it is seen by the drain loop, which then drains once and stops.
   install_stop_handlers();
+  refuse_snapshot_signal();
   Segment segment = Segment::open(segment_name);
   DrainerLock lock(segment);
   // A drainer killed before us may have left a commit half done and a tail of uncommitted

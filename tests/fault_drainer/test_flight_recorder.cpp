@@ -399,6 +399,11 @@ TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
     CHECK(r.out.empty());
     CHECK_MESSAGE(r.err.find("is not a flight recorder") != std::string::npos, r.describe());
     CHECK(!file_exists(tmp.file("x.sptrace")));
+    // SIGUSR1 to it is refused with a line, not fatal (its default action would end it).
+    REQUIRE(::kill(drainer.pid(), SIGUSR1) == 0);
+    REQUIRE(wait_until([&] {
+      return slurp(tmp.file("run.err")).find("SIGUSR1 ignored") != std::string::npos;
+    }, kWaitS));
     // The drainer goes on undisturbed and ends as usual.
     REQUIRE(wait_until([&] { return report.ready(); }, kWaitS));
     report->stop.store(1, std::memory_order_relaxed);
