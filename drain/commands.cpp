@@ -1,7 +1,9 @@
 #include "drain/commands.h"
 
 #include "drain/drainer.h"
+#include "drain/flight_recorder.h"
 #include "drain/resume.h"
+#include "drain/snapshot_control.h"
 #include "drain/status_line.h"
 #include "drain/tee_sink.h"
 #include "drain/uring_writer.h"
@@ -29,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -43,6 +46,38 @@ void on_stop_signal(int sig) {
   g_stop_signal = sig;
   // `run` forwards SIGINT/SIGTERM to the traced command and keeps draining until it exits.
   if (g_child > 0) ::kill(g_child, sig);
+}
+
+// SIGUSR1 asks a flight-recording `spanring run` for a snapshot (counted, so none is lost when
+// several arrive between two looks).
+volatile sig_atomic_t g_snapshot_signals = 0;
+
+void on_snapshot_signal(int) { g_snapshot_signals = g_snapshot_signals + 1; }
+
+void install_snapshot_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_snapshot_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// A drainer that writes a file has no window to snapshot: SIGUSR1 (whose default action would
+// end it, and tracing with it) is refused with one line. write(2): async-signal-safe.
+void on_snapshot_signal_refused(int) {
+  static constexpr char kMsg[] =
+      "spanring: SIGUSR1 ignored: this drainer writes its trace to a file and keeps no snapshot "
+      "window (spanring run --flight-recorder SIZE does)\n";
+  const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)n;
+}
+
+void refuse_snapshot_signal() {
+  struct sigaction sa {};
+  sa.sa_handler = on_snapshot_signal_refused;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
 }
 
 void install_stop_handlers() {
@@ -326,11 +361,158 @@ int run_untraced(const std::vector<std::string>& cmd) {
   return exit_status(status);
 }
 
+// `spanring run --flight-recorder SIZE`: cmd_run's flow with the trace kept in a FlightRecorder
+// instead of a file, and snapshots taken when asked for (drain/flight_recorder.h).
+int run_flight(const std::string& out_path, const std::string& format,
+               const std::string& also_path, const SegmentOptions& opts,
+               const std::vector<std::string>& cmd, const TracingPolicy& policy,
+               const FlightOptions& flight) {
+  if (format != "binary")
+    throw Error(ErrorCode::kInvalidArgument,
+                "--flight-recorder keeps and snapshots the binary trace: use --format binary "
+                "(or leave --format out)",
+                EINVAL, "");
+  if (!also_path.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "--also-strace writes every record to a file, which --flight-recorder exists "
+                "not to do; convert a snapshot instead (spanring convert SNAPSHOT --to strace)",
+                EINVAL, also_path);
+  // Snapshots are <base>.snap-<n>.sptrace.
+  std::string base = out_path.empty() ? "spanring-" + std::to_string(::getpid()) : out_path;
+  static constexpr std::string_view kExt = ".sptrace";
+  if (base.size() > kExt.size() && base.compare(base.size() - kExt.size(), kExt.size(), kExt) == 0)
+    base.resize(base.size() - kExt.size());
+  base = absolute(base);
+  if (policy.require_tracing) {
+    // Snapshots are written when asked for; an io_uring that is missing must be known now.
+    UringWriter probe("/dev/null", 1, 0, UringWriter::Fallback::kRequired);
+  } else {
+    UringWriter probe("/dev/null", 1, 0, UringWriter::Fallback::kSynchronous);
+    if (probe.synchronous())
+      std::fprintf(stderr, "spanring: io_uring is unavailable (%s): snapshots will be written "
+                   "with write(2) instead, same output (--require-tracing makes this an error)\n",
+                   probe.fallback_cause().c_str());
+  }
+  FlightRecorder recorder(flight.bytes, fallback_for(policy.require_tracing));
+  FlightSink sink(recorder);
+  const std::string name = unique_segment_name();
+  std::optional<Segment> created;
+  try {
+    created.emplace(Segment::create(name, opts));
+  } catch (const Error& e) {
+    if (policy.require_tracing) throw;
+    std::fprintf(stderr, "spanring: cannot trace: %s; running %s untraced, no snapshot can be "
+                 "taken (--require-tracing makes this an error)\n",
+                 e.what(), cmd[0].c_str());
+    return run_untraced(cmd);
+  }
+  Segment& segment = *created;
+  DrainerLock lock(segment);
+  SnapshotListener listener(name);
+  install_snapshot_handler();
+  std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); flight recorder: the "
+               "newest %llu bytes of the trace stay in memory, nothing is written until a "
+               "snapshot: kill -USR1 %d, or spanring snapshot --segment %s [-o FILE] (default "
+               "%s.snap-N.sptrace)\n",
+               name.c_str(), segment.ring_count(), segment.ring_capacity(),
+               static_cast<unsigned long long>(flight.bytes), static_cast<int>(::getpid()),
+               name.c_str(), base.c_str());
+
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  install_stop_handlers();
+  const pid_t child = start_command(cmd, name);
+  if (child == 0) {
+    Segment::remove(name);
+    return 127;
+  }
+
+  Drainer drainer(segment, recorder, sink);
+  SegmentNameWatch name_watch(name);
+  uint64_t asked = 0;
+  auto ask = [&](std::string path, const std::string& reason, int reply_fd) {
+    ++asked;
+    if (path.empty()) path = base + ".snap-" + std::to_string(asked) + ".sptrace";
+    recorder.request(SnapshotRequest{std::move(path), reason, reply_fd});
+  };
+  std::vector<SnapshotRequest> requests;
+  auto listen = [&] {
+    requests.clear();
+    listener.poll(requests);
+    for (SnapshotRequest& r : requests) ask(std::move(r.path), r.reason, r.reply_fd);
+  };
+  sig_atomic_t signals_seen = 0;
+  auto next_listen = std::chrono::steady_clock::now();
+  StatusLine status_line(StatusLine::wanted(policy.status_line));
+  int status = 0;
+  bool child_done = false;
+  bool all_done = false;
+  drain_loop(drainer, name_watch, status_line, [&] {
+    for (;;) {
+      int st = 0;
+      const pid_t p = ::waitpid(-1, &st, WNOHANG);
+      if (p == child) {
+        status = st;
+        child_done = true;
+        g_child = 0;
+        if (WIFSIGNALED(st)) {
+          // The command crashed (or was killed): its rings' owners are dead; report what they
+          // left open, then snapshot the window that ends with it.
+          drainer.poll_all();
+          drainer.check_owners();
+          drainer.poll_all();
+          ask("", "command killed by signal " + std::to_string(WTERMSIG(st)), -1);
+        }
+      }
+      if (p > 0) continue;
+      if (p < 0 && errno == ECHILD) all_done = true;
+      break;
+    }
+    const sig_atomic_t signals = g_snapshot_signals;
+    for (; signals_seen != signals; ++signals_seen) ask("", "SIGUSR1", -1);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_listen) {
+      listen();
+      next_listen = now + std::chrono::milliseconds(100);
+    }
+    // A snapshot says on stderr when it is written (or fails): on a line of its own.
+    if (recorder.busy()) status_line.erase();
+    if (recorder.pending()) {
+      // The newest records first: what the rings hold now goes into the window.
+      drainer.poll_all();
+      drainer.flush_partial();
+      recorder.start_next();
+    }
+    recorder.pump();
+    return child_done && all_done;
+  });
+  const bool ok = drainer.finish(true);
+  if (WIFEXITED(status) && flight.snapshot_at_exit) ask("", "command exited", -1);
+  listen();
+  // Every snapshot asked for is written before the run ends.
+  while (recorder.busy()) {
+    if (recorder.pending()) recorder.start_next();
+    recorder.pump(100000);
+  }
+  Segment::remove(name);
+  std::fprintf(stderr, "spanring: flight recorder: %llu snapshot(s) written (see above)\n",
+               static_cast<unsigned long long>(recorder.snapshots_written()));
+  print_summary(drainer, "the flight recorder's memory (only snapshots are written)", ok,
+                OutputLimits{});
+  if (drainer.stats().threads == 0)
+    std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
+                 "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
+                 cmd[0].c_str());
+  const int cmd_status = exit_status(status);
+  if (cmd_status == 0 && policy.fail_on_loss && lost(drainer)) return kLossExitStatus;
+  return cmd_status;
+}
+
 }  // namespace
 
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
             const SegmentOptions& opts, const std::vector<std::string>& cmd,
-            const TracingPolicy& policy) {
+            const TracingPolicy& policy, const FlightOptions& flight) {
+  if (flight.bytes != 0) return run_flight(out_path, format, also_path, opts, cmd, policy, flight);
   const bool require_tracing = policy.require_tracing;
   if (out_path.empty())
     out_path = "spanring-" + std::to_string(::getpid()) +
@@ -360,6 +542,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
     return run_untraced(cmd);
   }
   Segment& segment = *created;
+  refuse_snapshot_signal();  // before the segment line tells anyone our pid
   DrainerLock lock(segment);
   if (is_stdout_path(out_path))
     std::fprintf(stderr, "spanring: segment %s (%u rings of %u slots); the trace goes to stdout, "
@@ -419,12 +602,27 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   return cmd_status;
 }
 
+int cmd_snapshot(const std::string& segment_name, const std::string& out_path) {
+  try {
+    std::printf("%s\n", request_snapshot(segment_name, out_path.empty() ? "" : absolute(out_path))
+                            .c_str());
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  } catch (const Error& e) {
+    // No flight recorder, or the snapshot failed: 1. A segment that cannot be opened: the
+    // CLI's setup error (2).
+    if (e.code() != ErrorCode::kUnsupported && e.code() != ErrorCode::kSystem) throw;
+    std::fprintf(stderr, "spanring: %s\n", e.what());
+    return 1;
+  }
+}
+
 int cmd_drain(const std::string& segment_name, const std::string& out_path, std::string format,
               const std::string& also_path, const TracingPolicy& policy) {
   const bool require_tracing = policy.require_tracing;
   // First: a SIGTERM while we open the segment and recover the file must not kill us between
   // recovery steps; it is seen by the drain loop, which then drains once and stops.
   install_stop_handlers();
+  refuse_snapshot_signal();
   Segment segment = Segment::open(segment_name);
   DrainerLock lock(segment);
   // A drainer killed before us may have left a commit half done and a tail of uncommitted

@@ -36,6 +36,15 @@ struct TracingPolicy {
 // The exit status of --fail-on-loss: 3 (1 is a failed write, 2 a usage or setup error).
 inline constexpr int kLossExitStatus = 3;
 
+// `spanring run --flight-recorder SIZE` (drain/flight_recorder.h): keep the newest `bytes` of
+// the binary trace in memory and write snapshots only (0 = off: write the trace file).
+struct FlightOptions {
+  uint64_t bytes = 0;
+  // Also take a snapshot when the command exits normally (it always gets one when a signal
+  // kills it).
+  bool snapshot_at_exit = false;
+};
+
 // Creates a segment, runs `cmd` with SPANRING_SEGMENT set and drains into `out_path` (empty:
 // spanring-<pid>.strace, or .sptrace for binary; "-": stdout, and `cmd`'s own stdout then goes
 // to spanring's stderr so that it cannot mix into the trace) in `format` ("strace" or
@@ -47,9 +56,21 @@ inline constexpr int kLossExitStatus = 3;
 // say) `cmd` runs untraced; one stderr line says which. policy.require_tracing makes either an
 // Error thrown before `cmd` starts; policy.fail_on_loss turns a loss into kLossExitStatus when
 // `cmd` exited 0.
+//
+// With flight.bytes != 0 (format must be "binary", no `also_path`): nothing is written until a
+// snapshot is asked for: SIGUSR1, `spanring snapshot` (cmd_snapshot), `cmd` killed by a signal,
+// or its exit with flight.snapshot_at_exit. Snapshots are named <base>.snap-<n>.sptrace, where
+// <base> is `out_path` without a trailing .sptrace (default spanring-<pid>) and n counts from 1.
 int cmd_run(std::string out_path, const std::string& format, const std::string& also_path,
             const SegmentOptions& opts, const std::vector<std::string>& cmd,
-            const TracingPolicy& policy);
+            const TracingPolicy& policy, const FlightOptions& flight = {});
+
+// `spanring snapshot --segment NAME [-o FILE]`: asks the flight-recording drainer of segment
+// `segment_name` for a snapshot into `out_path` (empty: its default name), waits until it is
+// written and prints its path on stdout. Returns 0; 1 when there is no flight-recording
+// drainer or the snapshot failed (said on stderr). Throws Error when the segment cannot be
+// opened.
+int cmd_snapshot(const std::string& segment_name, const std::string& out_path);
 
 // Attaches to segment `segment_name` and drains into `out_path` ("-": stdout) until
 // SIGINT/SIGTERM, then drains what is left. Resumes a file a killed drainer left (the file the

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
@@ -44,7 +45,8 @@ std::string read_cmdline(uint32_t pid) {
 
 Drainer::Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes,
                  const std::unordered_set<uint32_t>& known_pids)
-    : view_(segment.view()), journal_(view_), output_(output), writer_(&output.writer()),
+    : view_(segment.view()), journal_(view_), output_(&output), writer_(&output.writer()),
+      buffer_bytes_(kBufferBytes),
       sink_(sink), rings_(view_.ring_count()), anchored_pids_(known_pids) {
   SegmentHeader& h = view_.header();
   // This file is now the segment's output; a new file starts with nothing committed.
@@ -68,6 +70,20 @@ Drainer::Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64
   file_bytes_ = kept_bytes;
 }
 
+Drainer::Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink)
+    : view_(segment.view()), journal_(view_), writer_(nullptr), flight_(&flight),
+      buffer_bytes_(flight.block_bytes()), sink_(sink), rings_(view_.ring_count()) {
+  SegmentHeader& h = view_.header();
+  // No output file: a `spanring drain` started on this segment later recovers nothing from any
+  // file (recover() matches none) and resumes from the committed tails.
+  h.output_dev = 0;
+  h.output_ino = 0;
+  h.commit_offset.store(0, std::memory_order_relaxed);
+  no_ring_reported_ = h.no_ring_reported;
+  vfork_reported_ = h.vfork_reported;
+  record_room_ = 4 * sink.max_event_bytes();
+}
+
 Drainer::~Drainer() = default;
 
 Buffer* Drainer::take_buffer() {
@@ -88,11 +104,13 @@ Buffer* Drainer::take_buffer() {
     }
     if (buffers_.size() < kMaxBuffers) {
       auto b = std::make_unique<Buffer>();
-      b->data = std::make_unique<char[]>(kBufferBytes);
+      b->data = std::make_unique<char[]>(buffer_bytes_);
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
     }
-    // Every buffer is on its way to the file: wait for one to come back.
+    // Every buffer is on its way to the file: wait for one to come back. (In flight-recorder
+    // mode buffers come back at once: this is not reached.)
+    if (writer_ == nullptr) std::abort();
     if (Buffer* done = writer_->take_done(100000)) apply(done);
   }
 }
@@ -101,7 +119,7 @@ void Drainer::start_buffer(Buffer* b) {
   if (!full_ && file_limit_ != 0) {
     const uint64_t usable = file_limit_ - line_room_;
     if (file_bytes_ + min_room_ > usable) {
-      if (output_.limits().rotating())
+      if (output_->limits().rotating())
         rotate();
       else
         reach_max_size();
@@ -113,10 +131,10 @@ void Drainer::start_buffer(Buffer* b) {
     b->len = frame_bytes_ = 0;
     return;
   }
-  b->capacity = kBufferBytes;
+  b->capacity = buffer_bytes_;
   if (file_limit_ != 0)
     b->capacity = static_cast<size_t>(
-        std::min<uint64_t>(kBufferBytes, file_limit_ - line_room_ - file_bytes_));
+        std::min<uint64_t>(buffer_bytes_, file_limit_ - line_room_ - file_bytes_));
   b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
 }
 
@@ -127,11 +145,11 @@ void Drainer::rotate() {
   while (in_flight_ != 0)
     if (Buffer* done = writer_->take_done(100000)) apply(done);
   try {
-    writer_ = &output_.rotate();
+    writer_ = &output_->rotate();
   } catch (const Error& e) {
     std::fprintf(stderr, "spanring: cannot start the next file of %s: %s; nothing more is "
                  "written, the records from now on are counted (reason max_size)\n",
-                 output_.path().c_str(), e.what());
+                 output_->path().c_str(), e.what());
     full_ = true;
     stats_.reached_max_size = true;
     return;
@@ -161,7 +179,7 @@ void Drainer::reach_max_size() {
   std::fprintf(stderr, "spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
                "is written; the records from now on are counted (reason max_size) and the "
                "file's last line says how many\n",
-               output_.path().c_str(), static_cast<unsigned long long>(file_limit_),
+               output_->path().c_str(), static_cast<unsigned long long>(file_limit_),
                static_cast<unsigned long long>(file_bytes_));
 }
 
@@ -176,7 +194,7 @@ void Drainer::write_max_size_line() {
   if (file_bytes_ + frame + n > file_limit_) {
     std::fprintf(stderr, "spanring: the line reporting the %llu records kept out of %s does not "
                  "fit in it any more (a previous drainer's line is there)\n",
-                 static_cast<unsigned long long>(max_size_unreported_), output_.path().c_str());
+                 static_cast<unsigned long long>(max_size_unreported_), output_->path().c_str());
     free_.push_back(b);
     return;
   }
@@ -219,16 +237,33 @@ void Drainer::submit_current() {
   b->max_size_dropped = max_size_unreported_;
   file_bytes_ += b->len;
   ++in_flight_;
-  writer_->submit(b);
+  if (flight_ == nullptr) {
+    writer_->submit(b);
+    return;
+  }
+  // Flight recorder: the block goes into the window, which is where it is "written"; commit it
+  // now. Its owners' state after it tells the window what each block holds of whom.
+  marks_.clear();
+  for (const TailUpdate& t : b->tails) {
+    const RingState& rs = rings_[t.ring];
+    marks_.push_back(FlightOwnerMark{t.ring, t.generation, rs.pid, rs.tid, rs.first_seq,
+                                     t.next_seq, t.free_after});
+  }
+  flight_->keep(b->data.get(), b->len, b->records, marks_, b->no_ring_reported,
+                b->vfork_reported);
+  apply(b);
+  // Processes the window no longer describes are announced again if they come back.
+  for (uint32_t pid : flight_->take_forgotten_pids()) anchored_pids_.erase(pid);
 }
 
 void Drainer::flush_partial() {
   if (current_ != nullptr && (current_->len > frame_bytes_ || !dirty_.empty())) submit_current();
-  while (Buffer* b = writer_->take_done(0)) apply(b);
+  Buffer* b = nullptr;
+  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
 }
 
 bool Drainer::wait_for_write(int64_t timeout_us) {
-  if (in_flight_ == 0) return false;
+  if (in_flight_ == 0 || writer_ == nullptr) return false;
   if (Buffer* b = writer_->take_done(timeout_us)) apply(b);
   return true;
 }
@@ -323,6 +358,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
     rs.next_seq = r.next_seq;
     rs.drops_reported = r.drops_reported;
   }
+  rs.first_seq = rs.next_seq;
   pids_.insert(rs.pid);
   // A thread claims one ring for its life (a forked or exec'd image is a new owner), so owners
   // adopted are threads; counted, not kept, so that thread churn does not grow the drainer.
@@ -538,7 +574,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
 uint64_t Drainer::poll() {
   clock_.maybe_sample();
-  while (Buffer* b = writer_->take_done(0)) apply(b);
+  Buffer* b = nullptr;
+  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
   const uint64_t before = stats_.written + stats_.dropped;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_full_scan_) {
@@ -623,12 +660,14 @@ void Drainer::check_owners() {
 }
 
 bool Drainer::finish(bool owners_gone) {
-  while (Buffer* b = writer_->take_done(0)) apply(b);
+  Buffer* done = nullptr;
+  while (writer_ != nullptr && (done = writer_->take_done(0)) != nullptr) apply(done);
   if (!owners_gone) check_owners();
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
   submit_current();
+  if (writer_ == nullptr) return true;  // flight recorder: all of it is in the window
   // --max-size: the file's last line says how many records it does not hold.
   if (full_ && max_size_unreported_ != 0) write_max_size_line();
   // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
@@ -642,7 +681,7 @@ bool Drainer::finish(bool owners_gone) {
     apply(b);
     if (b == &marker) break;
   }
-  return !output_.had_error();
+  return !output_->had_error();
 }
 
 }  // namespace spanring

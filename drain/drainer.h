@@ -29,6 +29,7 @@
 #pragma once
 
 #include "drain/drainer_lock.h"
+#include "drain/flight_recorder.h"
 #include "drain/journal.h"
 #include "drain/owner_watch.h"
 #include "drain/output_files.h"
@@ -54,7 +55,7 @@ struct DrainStats {
   uint64_t written = 0;     // [STRACE] records in the file (this drainer)
   uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
   // `dropped` by reason, indexed by DropReason (index 0 unused).
-  std::array<uint64_t, static_cast<size_t>(DropReason::kMaxSize) + 1> dropped_by_reason{};
+  std::array<uint64_t, static_cast<size_t>(DropReason::kOverwritten) + 1> dropped_by_reason{};
   uint64_t unwritten = 0;   // formatted, but the write to the file failed
   uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
@@ -74,6 +75,11 @@ class Drainer {
   // there (anchors) are recognised by `known_pids`, which the caller reads from that prefix.
   Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes = 0,
           const std::unordered_set<uint32_t>& known_pids = {});
+  // Flight-recorder mode (drain/flight_recorder.h): no output file. Each finished buffer (of
+  // flight.block_bytes()) is handed to `flight`, which keeps it in its window, and committed at
+  // once (tails advance as soon as the records are in the drainer's memory); `sink` is a
+  // FlightSink over the same recorder. `flight` and `sink` must outlive the Drainer.
+  Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink);
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
@@ -84,6 +90,12 @@ class Drainer {
   // line to fetch: 256 of them per poll cost more than a trickle of records).
   uint64_t poll();
   static constexpr int64_t kFullScanNs = 1'000'000;
+  // poll() with a full look at every ring now: rings claimed since the last full scan are
+  // adopted and drained too (a flight-recorder snapshot must end with everything published).
+  uint64_t poll_all() {
+    next_full_scan_ = {};
+    return poll();
+  }
   // Detects owners that died without releasing their ring (pid plus process start time, since
   // pids are reused) and schedules their rings to be drained, reported and freed; reports new
   // segment-wide drops; reports, once per change, a segment header whose geometry was
@@ -128,6 +140,7 @@ class Drainer {
     bool announced = false;   // the sink has had thread() for this owner
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
+    uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains
   };
 
   void drain_ring(uint32_t index, bool final_pass);
@@ -166,8 +179,11 @@ class Drainer {
   const SegmentView view_;  // the geometry validated at open: every ring access goes through it
   const CommitJournal journal_;
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
-  OutputFiles& output_;
-  UringWriter* writer_;      // output_.writer(): the current file's
+  OutputFiles* output_ = nullptr;  // the output file(s); null in flight-recorder mode
+  UringWriter* writer_;         // output_->writer(): the current file's; null in flight-recorder mode
+  FlightRecorder* flight_ = nullptr;  // flight-recorder mode: where finished buffers go
+  std::vector<FlightOwnerMark> marks_;  // flight-recorder mode: scratch of submit_current()
+  size_t buffer_bytes_;
   Sink& sink_;
   uint64_t file_limit_ = 0;  // bytes the current file may hold (0 = unbounded)
   uint64_t file_bytes_ = 0;  // bytes handed to the writer for the current file, kept prefix included

@@ -3,6 +3,8 @@
 //                [--max-size SIZE | --rotate SIZE[:COUNT]] -- CMD [ARGS...]
 //   spanring drain --segment NAME -o FILE [--format strace|binary]     (drain/commands.h)
 //                  [--max-size SIZE | --rotate SIZE[:COUNT]]
+//   spanring run --flight-recorder SIZE [--snapshot-at-exit] [-o BASE] -- CMD [ARGS...]
+//   spanring snapshot --segment NAME [-o FILE]
 //   spanring clean [-n]
 //   spanring stat --segment NAME [--json]                              (drain/stat.h)
 //   spanring convert FILE --to strace|chrome [-o OUT]                   (tools/convert.h)
@@ -113,6 +115,17 @@ int main(int argc, char** argv) {
   run->add_flag("--no-status", [&run_policy](int64_t) { run_policy.status_line = false; },
                 "No live status line (records/s, drops) on stderr; it is shown only when "
                 "stderr is a terminal, and SPANRING_NO_STATUS=1 turns it off too");
+  spanring::FlightOptions flight;
+  CLI::Option* flight_opt =
+      run->add_option("--flight-recorder", flight.bytes,
+                      "Flight recorder: keep only the newest SIZE bytes of the (binary) trace in "
+                      "memory and write nothing until a snapshot is asked for (SIGUSR1, "
+                      "`spanring snapshot`, CMD killed by a signal); SIZE takes K/M/G suffixes "
+                      "(powers of 1024), 1M..64G")
+          ->transform(CLI::AsSizeValue(false));
+  run->add_flag("--snapshot-at-exit", flight.snapshot_at_exit,
+                "With --flight-recorder: also take a snapshot when CMD exits normally")
+      ->needs(flight_opt);
   run->add_option("--also-strace", run_also,
                   "Also write the same events as [STRACE] text to this file (to check "
                   "conversions; costs a second formatting pass)");
@@ -128,6 +141,18 @@ int main(int argc, char** argv) {
   std::string run_rotate;
   add_limit_options(run, run_policy.limits, run_rotate);
   run->add_option("cmd", cmd, "The command to trace (after --)")->required();
+
+  std::string snapshot_segment;
+  std::string snapshot_out;
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "Ask the flight recorder (spanring run --flight-recorder) of a segment for a "
+                  "snapshot of its window, wait until it is written and print its path; exits 1 "
+                  "when the segment has no flight-recording drainer");
+  snapshot
+      ->add_option("--segment", snapshot_segment, "Segment name (the value of SPANRING_SEGMENT)")
+      ->required();
+  snapshot->add_option("-o,--output", snapshot_out,
+                       "Snapshot file (default: the recorder's <base>.snap-<n>.sptrace)");
 
   std::string segment_name;
   std::string drain_out;
@@ -261,8 +286,19 @@ int main(int argc, char** argv) {
   try {
     if (*run) {
       parse_rotate(run_rotate, run_policy.limits);
-      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy);
+      if (flight_opt->count() != 0 && run_policy.limits.file_limit() != 0)
+        throw spanring::Error(spanring::ErrorCode::kInvalidArgument,
+                              "--flight-recorder keeps its window in memory and writes only "
+                              "snapshots: --max-size and --rotate do not apply to it",
+                              EINVAL, "");
+      // A flight recorder keeps the binary trace; --format binary is implied.
+      if (flight_opt->count() != 0 && run->count("--format") == 0) run_format = "binary";
+      if (flight_opt->count() != 0 && flight.bytes == 0)
+        throw spanring::Error(spanring::ErrorCode::kInvalidArgument,
+                              "--flight-recorder needs a size (1M..64G)", EINVAL, "");
+      return spanring::cmd_run(out_path, run_format, run_also, opts, cmd, run_policy, flight);
     }
+    if (*snapshot) return spanring::cmd_snapshot(snapshot_segment, snapshot_out);
     if (*clean) return spanring::cmd_clean(dry_run);
     if (*stat) return spanring::cmd_stat(stat_segment, stat_json);
     if (*convert)

@@ -1,4 +1,4 @@
-// The spanring binary trace format, version 1 (docs/binary-format.md has the full
+// The spanring binary trace format, versions 1 and 2 (docs/binary-format.md has the full
 // description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
 // output, read_binary_trace() (format/binary_reader.h) reads it back; CRC32C is format/crc32c.h.
 //
@@ -39,8 +39,10 @@ static_assert(std::endian::native == std::endian::little,
 // [STRACE] text file can start with it (text starts with '[').
 inline constexpr char kTraceMagic[8] = {'\x89', 'S', 'P', 'R', 'T', 'R', 'C', '\n'};
 // Bumped when any struct or rule below changes; a reader refuses a version it does not know.
-// Version 2: drop reason 7, max_size (the output reached --max-size). A version 1 file is a
-// version 2 file without it, so readers take both.
+// Version 2 adds drop reasons 7, max_size (the output reached --max-size), and 8, overwritten
+// (pushed out of a flight recorder's window before its snapshot, drain/flight_recorder.h). A
+// version 1 file is a version 2 file without them, so readers take both, and a reason past 6 in a
+// version 1 file is corrupt.
 inline constexpr uint32_t kTraceVersion = 2;
 inline constexpr uint32_t kOldestTraceVersion = 1;
 // "SBLK" as a little-endian u32.
@@ -130,7 +132,7 @@ struct DropsBody {
   uint64_t dropped;
   uint64_t first_seq;
   uint64_t last_seq;
-  uint8_t reason;  // DropReason
+  uint8_t reason;  // DropReason: 1..6 (version 1), 1..7 (version 2)
   uint8_t reserved[7];
 };
 static_assert(sizeof(DropsBody) == 40);

@@ -23,7 +23,10 @@ std::string hex32(uint32_t v) {
 // Checks (and, with a visitor, delivers) the events of one payload. Returns "" when every event
 // is well formed; else why, with *bad_at = the offset in the payload of the bad event.
 std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at,
-                        uint64_t* events) {
+                        uint64_t* events, uint32_t version) {
+  // Version 2 adds drop reasons kMaxSize and kOverwritten (binary_format.h).
+  const uint8_t max_reason = static_cast<uint8_t>(
+      version >= 2 ? DropReason::kOverwritten : DropReason::kReentrant);
   size_t at = 0;
   uint64_t count = 0;
   RecordCopy rec;
@@ -104,8 +107,9 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
         if (!(why = need(sizeof b, 0, "drops")).empty()) return why;
         std::memcpy(&b, body, sizeof b);
         if (b.reason < static_cast<uint8_t>(DropReason::kRingFull) ||
-            b.reason > static_cast<uint8_t>(DropReason::kMaxSize))
-          return "drop reason " + std::to_string(b.reason) + " (must be 1..7)";
+            b.reason > max_reason)
+          return "drop reason " + std::to_string(b.reason) + " (version " +
+                 std::to_string(version) + " has 1.." + std::to_string(max_reason) + ")";
         if (b.last_seq < b.first_seq)
           return "drop range " + std::to_string(b.first_seq) + ".." + std::to_string(b.last_seq) +
                  " ends before it starts";
@@ -135,7 +139,8 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
         break;
       }
       default:
-        return "unknown event type " + std::to_string(eh.type) + " (version 1 has 1..6)";
+        return "unknown event type " + std::to_string(eh.type) + " (version " +
+               std::to_string(version) + " has 1..6)";
     }
     at = body_at + len;
     ++count;
@@ -273,7 +278,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
     size_t bad_at = 0;
     uint64_t events = 0;
     const std::string why = walk_events(payload.data(), bh.payload_bytes, nullptr, &bad_at,
-                                        &events);
+                                        &events, fh.version);
     if (!why.empty()) {
       const uint64_t where = block_at + kBlockHeaderBytes + bad_at;
       return done(ReadResult::Status::kCorrupt, where,
@@ -285,7 +290,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
                         std::to_string(bh.seq - 1) + " are missing before " + at(block_at) +
                         " (a write the drainer reported as failed; their records were counted "
                         "as unwritten)");
-    walk_events(payload.data(), bh.payload_bytes, &visitor, &bad_at, &events);
+    walk_events(payload.data(), bh.payload_bytes, &visitor, &bad_at, &events, fh.version);
     have_seq = true;
     prev_seq = bh.seq;
     if (last_block_seq) *last_block_seq = bh.seq;

@@ -11,6 +11,7 @@ const char* drop_reason_name(DropReason r) noexcept {
     case DropReason::kVfork: return "vfork";
     case DropReason::kReentrant: return "reentrant";
     case DropReason::kMaxSize: return "max_size";
+    case DropReason::kOverwritten: return "overwritten";
   }
   return "unknown";
 }

@@ -32,6 +32,9 @@ enum class DropReason : uint8_t {
   kVfork = 5,
   kReentrant = 6,
   kMaxSize = 7,  // the output reached --max-size: consumed, counted, not written
+  // A flight-recorder snapshot (drain/flight_recorder.h): the records were drained, but pushed
+  // out of the drainer's in-memory window by newer ones before the snapshot was taken.
+  kOverwritten = 8,
 };
 // The reason's [STRACE] spelling ("ring_full", ...); "unknown" for a value outside the enum.
 const char* drop_reason_name(DropReason r) noexcept;

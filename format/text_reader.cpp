@@ -131,7 +131,7 @@ bool parse_reason(std::string_view r, DropReason* out) {
       {"ring_full", DropReason::kRingFull}, {"invalid", DropReason::kInvalid},
       {"no_ring", DropReason::kNoRing},     {"corrupt", DropReason::kCorrupt},
       {"vfork", DropReason::kVfork},        {"reentrant", DropReason::kReentrant},
-      {"max_size", DropReason::kMaxSize}};
+      {"max_size", DropReason::kMaxSize},   {"overwritten", DropReason::kOverwritten}};
   for (const auto& [name, reason] : kReasons)
     if (r == name) {
       *out = reason;

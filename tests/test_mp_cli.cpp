@@ -114,7 +114,9 @@ TEST_CASE("usage errors exit 2 with one line saying what is wrong and the subcom
     std::string usage;  // the usage line that follows
   };
   const std::string all = joined(commands(spanring));
-  CHECK(all.rfind("run, drain, convert, report", 0) == 0);
+  CHECK(all.rfind("run, ", 0) == 0);
+  for (const char* c : {"drain", "convert", "report", "clean", "stat", "snapshot"})
+    CHECK(contains(", " + all + ",", std::string(", ") + c + ","));
   const std::vector<Case> cases = {
       {{}, "spanring: a command is required: " + all, "Usage: spanring [OPTIONS] SUBCOMMAND"},
       {{"rn"}, "spanring: unknown command 'rn'; did you mean 'run'? (commands: " + all + ")",
@@ -384,7 +386,7 @@ TEST_CASE("meson install puts the man page and the bash completion in place, and
   CHECK(top.count("clean") == 1);
   CHECK(complete({spanring, ""}) == top);
   CHECK(complete({spanring, "run", "--f"}) ==
-        std::set<std::string>{"--force", "--format", "--fail-on-loss"});
+        std::set<std::string>{"--force", "--format", "--fail-on-loss", "--flight-recorder"});
   CHECK(complete({spanring, "run", "--format", ""}) == std::set<std::string>{"strace", "binary"});
   CHECK(complete({spanring, "convert", "x", "--to", ""}) ==
         std::set<std::string>{"strace", "chrome"});

@@ -115,7 +115,7 @@ std::optional<std::string> read_file_header(int fd, const std::string& path) {
                 0, path);
   FileHeader fh;
   std::memcpy(&fh, h, sizeof fh);
-  if (fh.version != kTraceVersion)
+  if (fh.version < kOldestTraceVersion || fh.version > kTraceVersion)
     throw Error(ErrorCode::kCorruptFile,
                 path + ": unsupported format version " + std::to_string(fh.version), 0, path);
   if (fh.header_bytes < kFileHeaderBytes || fh.header_bytes > kMaxFileHeaderBytes)

@@ -122,6 +122,8 @@ const char* reason_note(DropReason r) {
     case DropReason::kReentrant:
       return "a signal handler emitted while its thread was inside a record write";
     case DropReason::kMaxSize: return "the output had reached --max-size";
+    case DropReason::kOverwritten:
+      return "drained, but pushed out of the flight recorder's window before this snapshot";
   }
   return "";
 }

@@ -336,3 +336,30 @@ TEST_CASE("corrupt files are refused with what is wrong and the byte offset") {
 }
 
 }  // TEST_SUITE("binary")
+
+TEST_CASE("drop reason overwritten reads from a version-2 file (a snapshot) and is refused in "
+          "version 1") {
+  TraceBuilder b;
+  b.begin_block();
+  b.drops(7, 8, 10, 0, 9, DropReason::kOverwritten);
+  b.span(7, 8, make_record(10, 1000, 5, 0, 0, 0, "x", ""));
+  b.end_block();
+  CHECK(contains(b.text, "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=10 first_seq=0 last_seq=9 "
+                         "reason=overwritten\n"));
+  SUBCASE("version 1: a malformed event") {
+    TextRenderer r;
+    const ReadResult res = read_bytes(b.bytes, r);
+    CHECK(res.status == ReadResult::Status::kCorrupt);
+    CHECK(contains(res.message, "drop reason 7 (version 1 has 1..6)"));
+    CHECK(r.events == 0);
+  }
+  SUBCASE("version 2: read and rendered as [STRACE] text") {
+    std::string f = b.bytes;
+    f[8] = 2;
+    TextRenderer r;
+    const ReadResult res = read_bytes(f, r);
+    CHECK(res.status == ReadResult::Status::kComplete);
+    CHECK(res.format == "spanring binary trace v2");
+    CHECK(r.text == b.text);
+  }
+}

@@ -403,3 +403,15 @@ TEST_CASE("a text trace cut inside its last line reads every whole line and says
 }
 
 }  // TEST_SUITE("binary")
+
+TEST_CASE("a snapshot's overwritten range reads from [STRACE] text as drop reason overwritten") {
+  Collector c;
+  const ReadResult r = read_text(
+      "[SPANRING_DROPS] v=1 pid=5 tid=6 dropped=100 first_seq=0 last_seq=99 reason=overwritten\n" +
+          kGoodLine,
+      c);
+  INFO(r.message);
+  CHECK(r.status == ReadResult::Status::kComplete);
+  REQUIRE(c.events.size() == 2);
+  CHECK(c.events[0] == "drops 5 6 100 0 99 overwritten");
+}

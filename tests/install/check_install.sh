@@ -189,10 +189,15 @@ layout)
     expected+=("$libdir/cmake/spanring/spanringConfig.cmake"
                "$libdir/cmake/spanring/spanringConfigVersion.cmake")
   fi
+  # The bash completion, and the man page when scdoc built it (docs/meson.build).
+  expected+=("$dest$(abs "$SPANRING_DATADIR")/bash-completion/completions/spanring")
+  if [ "${SPANRING_MAN_PAGE:-0}" = 1 ]; then
+    expected+=("$dest$(abs "$SPANRING_MANDIR")/man1/spanring.1")
+  fi
   if [ -n "${SPANRING_PYTHON_DIR:-}" ]; then
     # The Python package: its pure-Python part and the one extension module (its file name
     # carries the interpreter's ABI tag, e.g. _spanring.cpython-311-x86_64-linux-gnu.so).
-    pydir=$dest$(abs "$SPANRING_PYTHON_DIR")/spanring
+    pydir=$dest$(abs "${SPANRING_PYTHON_DIR%/}")/spanring
     expected+=("$pydir/__init__.py")
     ext=("$pydir"/_spanring*.so)
     [ ${#ext[@]} = 1 ] && [ -f "${ext[0]}" ] || fail "no single _spanring extension in $pydir"
