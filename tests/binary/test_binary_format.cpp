@@ -337,7 +337,7 @@ TEST_CASE("corrupt files are refused with what is wrong and the byte offset") {
 
 }  // TEST_SUITE("binary")
 
-TEST_CASE("drop reason overwritten reads from a version-2 file (a snapshot) and is refused in "
+TEST_CASE("drop reasons max_size and overwritten read from a version-2 file and are refused in "
           "version 1") {
   TraceBuilder b;
   b.begin_block();
@@ -347,10 +347,12 @@ TEST_CASE("drop reason overwritten reads from a version-2 file (a snapshot) and 
   CHECK(contains(b.text, "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=10 first_seq=0 last_seq=9 "
                          "reason=overwritten\n"));
   SUBCASE("version 1: a malformed event") {
+    std::string f = b.bytes;
+    f[8] = 1;  // the file header's version (no checksum covers it)
     TextRenderer r;
-    const ReadResult res = read_bytes(b.bytes, r);
+    const ReadResult res = read_bytes(f, r);
     CHECK(res.status == ReadResult::Status::kCorrupt);
-    CHECK(contains(res.message, "drop reason 7 (version 1 has 1..6)"));
+    CHECK(contains(res.message, "drop reason 8 (version 1 has 1..6)"));
     CHECK(r.events == 0);
   }
   SUBCASE("version 2: read and rendered as [STRACE] text") {

@@ -314,13 +314,13 @@ TEST_CASE("a binary trace of the l3 demo exports to exactly the rows the file ho
   }
   // Thread names and attributes arrive as parallel arrays.
   CHECK(scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'bin-demo' AND "
-                     "thread = 'l3-sched' AND name = 'l3.dispatch'") > 0);
+                     "thread = 'l3-sched' AND name = 'node.dispatch'") > 0);
   CHECK(scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'bin-demo' AND "
                      "length(attr_keys) != length(attr_values)") == 0);
   CHECK(scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'bin-demo' AND "
-                     "name = 'l3.dispatch' AND has(attr_keys, 'task_slot')") ==
+                     "name = 'node.dispatch' AND has(attr_keys, 'task_slot')") ==
         scalar(*s.c, "SELECT count() FROM spanring.spans FINAL WHERE host = 'bin-demo' AND "
-                     "name = 'l3.dispatch'"));
+                     "name = 'node.dispatch'"));
 }
 
 TEST_CASE("a [STRACE] text trace with escapes, cut names and drops exports to what it holds") {
@@ -595,7 +595,7 @@ TEST_CASE("two hosts on two shards of a Distributed table read as one, with exac
   std::map<std::string, std::multiset<std::string>> names;
   for (const json& r : task) names[r["host"]].insert(r["name"].get<std::string>());
   const std::multiset<std::string> one_task = {
-      "l3.submit", "l3.dispatch", "l3.complete", "chip.run", "chip.run.bind",
+      "node.submit", "node.dispatch", "node.complete", "chip.run", "chip.run.bind",
       "chip.run.bind.args", "chip.run.runner_run", "chip.run.runner_run.device_wall"};
   CHECK(names["shard-host-1"] == one_task);
   CHECK(names["shard-host-2"] == one_task);
