@@ -307,6 +307,26 @@ std::string limit_options(const OutputLimits& l) {
   return {};
 }
 
+// Reaps every exited descendant without waiting (spanring is their subreaper). When `child`
+// (the traced command) is among them: its wait status into `status`, `child_done` set, returns
+// true. `all_done` once no descendant is left.
+bool reap_descendants(pid_t child, int& status, bool& child_done, bool& all_done) {
+  bool reaped_child = false;
+  for (;;) {
+    int st = 0;
+    const pid_t p = ::waitpid(-1, &st, WNOHANG);
+    if (p == child) {
+      status = st;
+      child_done = true;
+      g_child = 0;
+      reaped_child = true;
+    }
+    if (p > 0) continue;
+    if (p < 0 && errno == ECHILD) all_done = true;
+    return reaped_child;
+  }
+}
+
 UringWriter::Fallback fallback_for(bool require_tracing) {
   return require_tracing ? UringWriter::Fallback::kRequired : UringWriter::Fallback::kSynchronous;
 }
@@ -447,25 +467,13 @@ int run_flight(const std::string& out_path, const std::string& format,
   bool child_done = false;
   bool all_done = false;
   drain_loop(drainer, name_watch, status_line, [&] {
-    for (;;) {
-      int st = 0;
-      const pid_t p = ::waitpid(-1, &st, WNOHANG);
-      if (p == child) {
-        status = st;
-        child_done = true;
-        g_child = 0;
-        if (WIFSIGNALED(st)) {
-          // The command crashed (or was killed): its rings' owners are dead; report what they
-          // left open, then snapshot the window that ends with it.
-          drainer.poll_all();
-          drainer.check_owners();
-          drainer.poll_all();
-          ask("", "command killed by signal " + std::to_string(WTERMSIG(st)), -1);
-        }
-      }
-      if (p > 0) continue;
-      if (p < 0 && errno == ECHILD) all_done = true;
-      break;
+    if (reap_descendants(child, status, child_done, all_done) && WIFSIGNALED(status)) {
+      // The command crashed (or was killed): its rings' owners are dead; report what they
+      // left open, then snapshot the window that ends with it.
+      drainer.poll_all();
+      drainer.check_owners();
+      drainer.poll_all();
+      ask("", "command killed by signal " + std::to_string(WTERMSIG(status)), -1);
     }
     const sig_atomic_t signals = g_snapshot_signals;
     for (; signals_seen != signals; ++signals_seen) ask("", "SIGUSR1", -1);
@@ -573,19 +581,8 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   bool child_done = false;
   bool all_done = false;
   drain_loop(drainer, name_watch, status_line, [&] {
-    // Reap every exited descendant; stop once none is left.
-    for (;;) {
-      int st = 0;
-      const pid_t p = ::waitpid(-1, &st, WNOHANG);
-      if (p == child) {
-        status = st;
-        child_done = true;
-        g_child = 0;
-      }
-      if (p > 0) continue;
-      if (p < 0 && errno == ECHILD) all_done = true;
-      break;
-    }
+    // Stop once the command and every descendant are gone.
+    reap_descendants(child, status, child_done, all_done);
     return child_done && all_done;
   });
   bool ok = drainer.finish(true);
