@@ -368,6 +368,19 @@ int exit_status(int status) {
   return 1;
 }
 
+// The end of a `run` (file or flight recorder), after the summary: the hint when no thread of
+// the command wrote a record, then the exit status (the command's, or kLossExitStatus).
+int finish_run(const Drainer& drainer, int status, const std::vector<std::string>& cmd,
+               const TracingPolicy& policy) {
+  if (drainer.stats().threads == 0)
+    std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
+                 "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
+                 cmd[0].c_str());
+  const int cmd_status = exit_status(status);
+  if (cmd_status == 0 && policy.fail_on_loss && lost(drainer)) return kLossExitStatus;
+  return cmd_status;
+}
+
 // The segment could not be created: the workload runs all the same, untraced. Signals are
 // passed on as in a traced run; returns the command's exit status.
 int run_untraced(const std::vector<std::string>& cmd) {
@@ -506,13 +519,7 @@ int run_flight(const std::string& out_path, const std::string& format,
                static_cast<unsigned long long>(recorder.snapshots_written()));
   print_summary(drainer, "the flight recorder's memory (only snapshots are written)", ok,
                 OutputLimits{});
-  if (drainer.stats().threads == 0)
-    std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
-                 "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
-                 cmd[0].c_str());
-  const int cmd_status = exit_status(status);
-  if (cmd_status == 0 && policy.fail_on_loss && lost(drainer)) return kLossExitStatus;
-  return cmd_status;
+  return finish_run(drainer, status, cmd, policy);
 }
 
 }  // namespace
@@ -590,13 +597,7 @@ int cmd_run(std::string out_path, const std::string& format, const std::string& 
   Segment::remove(name);
   std::fprintf(stderr, "spanring: trace: %s (%s)\n", absolute(out_path).c_str(), choice.label());
   print_summary(drainer, absolute(out_path), ok, policy.limits);
-  if (drainer.stats().threads == 0)
-    std::fprintf(stderr, "spanring: warning: no thread of %s wrote a record: is it linked with "
-                 "libspanring, and does it keep SPANRING_SEGMENT in its environment?\n",
-                 cmd[0].c_str());
-  const int cmd_status = exit_status(status);
-  if (cmd_status == 0 && policy.fail_on_loss && lost(drainer)) return kLossExitStatus;
-  return cmd_status;
+  return finish_run(drainer, status, cmd, policy);
 }
 
 int cmd_snapshot(const std::string& segment_name, const std::string& out_path) {
