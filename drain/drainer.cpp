@@ -401,13 +401,13 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
       break;  // published just before the kill: written, not unfinished
     const size_t n = o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes;
-    const uint64_t ts = o.tsc != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
+    const uint64_t ts = (o.flags & kOpenTsc) != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
                                    : o.ts_ns;
     char* p = reserve(sink_.max_event_bytes());
     ++stats_.unfinished;
     if (p == nullptr) continue;  // past --max-size: counted, not written
     commit(sink_.unfinished(p, UnfinishedEvent{rs.pid, rs.tid, o.inv, d, ts,
-                                               std::string_view(o.name, n), o.name_cut != 0, {}}));
+                                               std::string_view(o.name, n), (o.flags & kOpenNameCut) != 0, {}}));
   }
   if (depth > described && depth <= (1u << 20)) {
     char* p = reserve(sink_.max_event_bytes());

@@ -169,6 +169,9 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   h->ring_capacity = capacity;
   h->rings_offset = rings_offset();
   h->journal_offset = journal_offset(options.ring_count);
+  h->strings_offset = strings_offset(options.ring_count);
+  h->string_entries = kStringTableEntries;
+  h->string_entry_bytes = sizeof(StringEntry);
   h->slots_offset = slots_offset(options.ring_count);
   h->segment_bytes = bytes;
   // release: publishes every field above to a producer that acquires `magic`.

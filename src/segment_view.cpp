@@ -32,6 +32,9 @@ std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes) {
   const uint64_t journal_at = h.journal_offset;
   const uint64_t slots_at = h.slots_offset;
   const uint64_t total = h.segment_bytes;
+  const uint64_t strings_at = h.strings_offset;
+  const uint32_t string_entries = h.string_entries;
+  const uint32_t string_entry_bytes = h.string_entry_bytes;
   if (version != kLayoutVersion) {
     std::snprintf(buf, sizeof buf,
                   "segment layout version %u, this build reads version %u only", version,
@@ -63,6 +66,16 @@ std::string check_header(const SegmentHeader& h, uint64_t mapped_bytes) {
                   static_cast<unsigned long long>(mapped_bytes));
     return buf;
   }
+  if (string_entries != kStringTableEntries || string_entry_bytes != sizeof(StringEntry) ||
+      strings_at != strings_offset(ring_count)) {
+    std::snprintf(buf, sizeof buf,
+                  "segment string table differs (%u entries of %u bytes at %llu; expected %u of "
+                  "%u at %llu)",
+                  string_entries, string_entry_bytes, static_cast<unsigned long long>(strings_at),
+                  kStringTableEntries, static_cast<unsigned>(sizeof(StringEntry)),
+                  static_cast<unsigned long long>(strings_offset(ring_count)));
+    return buf;
+  }
   return {};
 }
 
@@ -90,6 +103,9 @@ bool SegmentView::validate(std::byte* base, uint64_t mapped_bytes, SegmentView& 
   copy.journal_offset = h.journal_offset;
   copy.slots_offset = h.slots_offset;
   copy.segment_bytes = h.segment_bytes;
+  copy.strings_offset = h.strings_offset;
+  copy.string_entries = h.string_entries;
+  copy.string_entry_bytes = h.string_entry_bytes;
   why = check_header(copy, mapped_bytes);
   if (!why.empty()) return false;
   out.base_ = base;
@@ -127,6 +143,8 @@ std::string SegmentView::geometry_changed() const {
   compare("rings_offset", h.rings_offset, rings_offset());
   compare("journal_offset", h.journal_offset, journal_offset(ring_count_));
   compare("slots_offset", h.slots_offset, slots_offset(ring_count_));
+  compare("strings_offset", h.strings_offset, strings_offset(ring_count_));
+  compare("string_entries", h.string_entries, kStringTableEntries);
   compare("segment_bytes", h.segment_bytes, bytes_);
   compare("slot_bytes", h.slot_bytes, kSlotBytes);
   compare("ring_header_bytes", h.ring_header_bytes, kRingHeaderBytes);

@@ -179,9 +179,9 @@ void Span::begin(const char* name, size_t name_len) noexcept {
     o.inv = inv_;
     o.hid = hid_;
     o.depth = depth_;
-    o.name_len = static_cast<uint16_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
-    o.name_cut = n > kOpenNameBytes;
-    o.tsc = tsc_;
+    o.name_len = static_cast<uint8_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
+    o.flags = static_cast<uint8_t>((n > kOpenNameBytes ? kOpenNameCut : 0) | (tsc_ ? kOpenTsc : 0));
+    o.name_id = 0;
     RingWriter::copy_small(o.name, name_, o.name_len);
   }
   if (ring != nullptr) {

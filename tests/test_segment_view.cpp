@@ -32,6 +32,9 @@ struct Buffer {
     h->journal_offset = journal_offset(rings);
     h->slots_offset = slots_offset(rings);
     h->segment_bytes = segment_bytes(rings, capacity);
+    h->strings_offset = strings_offset(rings);
+    h->string_entries = kStringTableEntries;
+    h->string_entry_bytes = sizeof(StringEntry);
     h->magic.store(kSegmentMagic, std::memory_order_release);
   }
   SegmentHeader& header() { return *reinterpret_cast<SegmentHeader*>(bytes.get()); }
@@ -156,6 +159,7 @@ TEST_CASE("headers that do not describe this mapping are refused with the reason
     SegmentHeader& h = b.header();
     h.ring_count = 64;
     h.journal_offset = journal_offset(64);
+    h.strings_offset = strings_offset(64);
     h.slots_offset = slots_offset(64);
     h.segment_bytes = segment_bytes(64, 16);
     CHECK(refused(b.bytes.get(), b.size).find("size mismatch") != std::string::npos);

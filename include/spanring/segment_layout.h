@@ -1,4 +1,4 @@
-// spanring shared-memory segment layout, version 4.
+// spanring shared-memory segment layout, version 5.
 //
 // One named POSIX shared-memory object per traced job. It is created and sized once by the
 // drainer (`spanring run` / `spanring drain --create`), then opened by every traced process
@@ -9,6 +9,7 @@
 //   offset 0                        SegmentHeader           (kSegmentHeaderBytes)
 //   header.rings_offset             RingHeader[ring_count]  (kRingHeaderBytes each)
 //   header.journal_offset           JournalEntry[ring_count] (the drainer's commit journal)
+//   header.strings_offset           StringEntry[string_entries] (the string table)
 //   header.slots_offset             slots of ring 0, ring 1, ...  (ring_capacity * kSlotBytes each)
 //   header.segment_bytes            end
 //
@@ -20,6 +21,8 @@
 //                   open-span stack: the owning producer thread only; line 2 (tail and the
 //                   drainer's resume point): the drainer only.
 //   JournalEntry    the drainer only.
+//   StringEntry     any producer, once per entry: the one whose CAS takes it from kStringEmpty
+//                   (StringEntry says how); nobody afterwards. The drainer only reads.
 //   slots           the owning producer, only in [head, tail + capacity); the drainer reads only
 //                   [tail, head).
 //
@@ -42,6 +45,12 @@
 // its `payload` and continue through the following slots, wrapping at the end of the ring like
 // any other slot. Encoding and truncation to the [STRACE] caps happen in the drainer; the
 // producer only bounds how many raw bytes it copies (kNameRawMax, kAttrsRawMax).
+//
+// Compact records (kRecordCompact, version 5): the common span (a stable name, up to
+// kCompactAttrs integer attributes with stable keys and 32-bit values) fits one slot: its name
+// and keys are ids into the segment's string table (StringEntry), registered once, and the
+// slot is a CompactRecord instead of a RecordHeader. Both share `slots` and `flags` at the same
+// offsets, which is how the drainer tells them apart.
 #pragma once
 
 #include <atomic>
@@ -60,7 +69,10 @@ inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // Version 3: packed integer attributes (kRecordPackedAttrs, packed_attrs.h).
 // Version 4: the drainer's journaled max_size count (SegmentHeader::journal_max_size and
 // max_size_dropped, in what was the header's tail padding).
-inline constexpr uint32_t kLayoutVersion = 4;
+// Version 5: the string table (StringEntry, SegmentHeader::strings_offset, string_entries,
+// strings_full), one-slot compact records (kRecordCompact, CompactRecord) and OpenSpan naming
+// its span by string id (OpenSpan::name_id).
+inline constexpr uint32_t kLayoutVersion = 5;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -104,8 +116,12 @@ inline constexpr uint16_t kRecordTsc = 1u << 2;
 // given), not raw text: a Span's integer attributes, which the drainer formats in decimal.
 // attrs_len counts packed bytes, 1..kAttrsPackedMax.
 inline constexpr uint16_t kRecordPackedAttrs = 1u << 3;
+// The slot is a CompactRecord (one slot; name and keys are string ids), not a RecordHeader.
+// Never together with kRecordPackedAttrs or a marker bit; may carry kRecordTsc.
+inline constexpr uint16_t kRecordCompact = 1u << 4;
 inline constexpr uint16_t kRecordMarkers = kRecordInvalid | kRecordReentrant;
-inline constexpr uint16_t kRecordFlagsKnown = kRecordMarkers | kRecordTsc | kRecordPackedAttrs;
+inline constexpr uint16_t kRecordFlagsKnown =
+    kRecordMarkers | kRecordTsc | kRecordPackedAttrs | kRecordCompact;
 inline constexpr uint64_t kReentrantMarkerMax = 0xffffffffu;
 
 // First slot of every record. Explicit-width fields only; padding is explicit.
@@ -149,6 +165,91 @@ constexpr uint32_t record_slots(uint32_t payload_bytes) noexcept {
 inline constexpr uint32_t kMaxRecordSlots = record_slots(kNameRawMax + kAttrsPackedMax);
 static_assert(kMaxRecordSlots == 5);
 
+// ---- the string table and compact records (version 5)
+
+// The string table: kStringTableEntries entries of StringEntry, open addressing on a hash of the
+// bytes (StringEntry::hash), at most kStringProbeMax entries probed per lookup. A string's id
+// is its entry index; id 0 is never used (it means "no string"). Entries are never freed or
+// rewritten in a segment's life, so an id means the same bytes to every process and to the
+// drainer. A table that has no room within the probe limit makes the producer fall back to an
+// ordinary (inline) record, counted in SegmentHeader::strings_full; nothing is lost.
+inline constexpr uint32_t kStringTableEntries = 4096;  // entries (ids 1..4095)
+inline constexpr uint32_t kStringMaxBytes = 64;        // bytes: longer strings are never interned
+inline constexpr uint32_t kStringProbeMax = 32;        // entries probed per lookup/insert
+
+// StringEntry::state.
+inline constexpr uint32_t kStringEmpty = 0;    // zero-filled memory reads as empty
+inline constexpr uint32_t kStringWriting = 1;  // taken by a producer that is writing it
+inline constexpr uint32_t kStringReady = 2;    // complete; never changes again
+
+// One interned string: a span name or an attribute key, raw bytes (encoded by the drainer like
+// inline ones). A producer takes an empty entry with a CAS kStringEmpty -> kStringWriting
+// (relaxed is enough for the CAS: nothing is published by it), writes hash, len, writer_pid
+// and bytes, then stores kStringReady with release; a reader acquires state and reads the rest
+// only when it is kStringReady. A producer killed while writing leaves the entry kStringWriting
+// for good: lookups probe past it and the drainer never reads it (no record can name it, since
+// its writer publishes an id only after kStringReady). The drainer still validates every entry
+// it reads (len in 1..kStringMaxBytes, no NUL byte, hash matching the bytes).
+struct StringEntry {
+  std::atomic<uint32_t> state;  // kString*
+  uint32_t hash;                // string_hash(bytes, len)
+  uint32_t len;                 // bytes, 1..kStringMaxBytes
+  uint32_t writer_pid;          // the process that wrote it (stat, diagnostics)
+  char bytes[kStringMaxBytes];  // not NUL-terminated
+};
+static_assert(std::is_standard_layout_v<StringEntry>);
+static_assert(sizeof(StringEntry) == 80);
+static_assert(offsetof(StringEntry, hash) == 4);
+static_assert(offsetof(StringEntry, len) == 8);
+static_assert(offsetof(StringEntry, bytes) == 16);
+
+// The hash of an interned string (FNV-1a, 32 bits, over the raw bytes): the probe start of
+// every lookup, and a check the drainer makes on each entry it reads. Any producer, any side.
+constexpr uint32_t string_hash(const char* bytes, uint32_t len) noexcept {
+  uint32_t h = 2166136261u;
+  for (uint32_t i = 0; i < len; ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+// Integer attributes a compact record holds (values of 32 bits; see CompactRecord::attrs).
+inline constexpr uint32_t kCompactAttrs = 4;
+
+// One-slot record of a span whose name and attribute keys are interned (kRecordCompact). Its
+// `slots` and `flags` sit where RecordHeader has them. Written only when the record directly
+// follows the ring's previous record in sequence (no gap: the producer writes the first record
+// after a drop as a RecordHeader, which carries the whole sequence number), so the drainer
+// knows its full sequence number and checks `seq_lo` against it. A span that does not fit
+// (a dynamic name or key, text attributes, more than kCompactAttrs of them, a value outside 32
+// bits, dur >= 2^32, depth > 255) is written as an ordinary record; the output is the same.
+struct CompactRecord {
+  uint64_t ts_ns;      // span start: CLOCK_MONOTONIC ns, or TSC ticks with kRecordTsc
+  uint64_t inv;        // invocation id, 0 = none
+  uint64_t hid;        // callable hash, 0 = none
+  uint32_t values[kCompactAttrs];  // attribute values: two's complement when signed (attrs)
+  uint32_t dur_ns;     // duration, ns (kRecordTsc: TSC ticks), < 2^32
+  uint32_t seq_lo;     // low 32 bits of the record's sequence number
+  uint16_t slots;      // 1
+  uint16_t flags;      // kRecordCompact, optionally kRecordTsc
+  uint16_t name;       // string id of the name (1..kStringTableEntries-1)
+  uint16_t keys[kCompactAttrs];  // string ids of the first `count` attribute keys
+  uint8_t depth;       // nesting depth, 0..255
+  uint8_t attrs;       // bits 0-2: attribute count, 0..kCompactAttrs; bit 4+i: value i signed
+};
+static_assert(std::is_standard_layout_v<CompactRecord>);
+static_assert(sizeof(CompactRecord) == kSlotBytes);
+static_assert(offsetof(CompactRecord, values) == 24);
+static_assert(offsetof(CompactRecord, dur_ns) == 40);
+static_assert(offsetof(CompactRecord, seq_lo) == 44);
+static_assert(offsetof(CompactRecord, slots) == offsetof(RecordHeader, slots));
+static_assert(offsetof(CompactRecord, flags) == offsetof(RecordHeader, flags));
+static_assert(offsetof(CompactRecord, name) == 52);
+static_assert(offsetof(CompactRecord, keys) == 54);
+static_assert(offsetof(CompactRecord, depth) == 62);
+static_assert(offsetof(CompactRecord, attrs) == 63);
+
 // The smallest ring must hold the largest record with room to spare, so that a ring is never
 // permanently too small for a record; 16 slots = 1 KiB.
 inline constexpr uint32_t kMinRingCapacity = 16;        // slots
@@ -156,20 +257,29 @@ inline constexpr uint32_t kMaxRingCapacity = 1u << 24;  // slots (1 GiB per ring
 inline constexpr uint32_t kMaxRingCount = 1u << 16;     // rings: sanity bound
 
 // A span that is open (begun, not yet ended) on a ring's owner thread: written by the owner at
-// Span begin, read by the drainer only after the owner died, to report it as unfinished.
+// Span begin, read by the drainer only after the owner died, to report it as unfinished. Its
+// name is either the string-table entry `name_id` (when non-zero: an interned name, no bytes
+// copied) or the first name_len bytes of `name`.
 struct OpenSpan {
-  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns, or TSC ticks when `tsc` is 1
+  uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns, or TSC ticks when kOpenTsc is set
   uint64_t inv;        // invocation id
   uint64_t hid;        // callable hash
   uint32_t depth;      // nesting depth
-  uint16_t name_len;   // raw name bytes stored, 0..kOpenNameBytes
-  uint8_t name_cut;    // 1: the name went on past name[] (the report marks it `~`)
-  uint8_t tsc;         // 1: ts_ns is TSC ticks (as in a kRecordTsc record)
+  uint8_t name_len;    // raw name bytes stored in name[], 0..kOpenNameBytes (0 with name_id)
+  uint8_t flags;       // kOpenNameCut, kOpenTsc
+  uint16_t name_id;    // string id of the whole name; 0: the name is in name[]
   char name[32];       // the first raw name bytes
 };
 static_assert(std::is_standard_layout_v<OpenSpan>);
 static_assert(sizeof(OpenSpan) == 64);
+static_assert(offsetof(OpenSpan, depth) == 24);
+static_assert(offsetof(OpenSpan, name_len) == 28);
+static_assert(offsetof(OpenSpan, flags) == 29);
+static_assert(offsetof(OpenSpan, name_id) == 30);
 static_assert(offsetof(OpenSpan, name) == 32);
+// OpenSpan::flags.
+inline constexpr uint8_t kOpenNameCut = 1u << 0;  // the name went on past name[] (report: `~`)
+inline constexpr uint8_t kOpenTsc = 1u << 1;      // ts_ns is TSC ticks (as with kRecordTsc)
 inline constexpr uint32_t kOpenNameBytes = sizeof(OpenSpan::name);
 // Open spans kept per thread for crash reports; deeper ones are counted (open_depth) but not
 // described. Eight covers the nesting of the runtimes [STRACE] comes from (depth <= 4).
@@ -256,13 +366,19 @@ struct alignas(64) SegmentHeader {
   uint64_t creator_start_time;    // the creating process' start time, clock ticks since boot
   uint32_t creator_pid;           // the process that created the segment
   uint32_t reserved0;
+  uint64_t strings_offset;        // byte offset of StringEntry[string_entries]
+  uint32_t string_entries;        // kStringTableEntries
+  uint32_t string_entry_bytes;    // sizeof(StringEntry)
 
   // ---- any producer: records dropped because every ring was taken, and records a vfork child
   // tried to emit before exec (it shares its parent's memory and must not touch the parent's
   // ring). fetch_add, relaxed: report counters with no ordering to other data.
   alignas(64) std::atomic<uint64_t> no_ring_drops;
   std::atomic<uint64_t> vfork_drops;
-  uint8_t reserved1[48];
+  // Strings a producer could not intern (no empty entry within kStringProbeMax): each such
+  // span went out as an ordinary record instead. Not a loss; shown by `spanring stat`.
+  std::atomic<uint64_t> strings_full;
+  uint8_t reserved1[40];
 
   // ---- the drainer. One drainer at a time: `drainer_pid` is taken with a CAS from 0 (or from
   // a drainer that is dead, by pid + start time).
@@ -297,7 +413,10 @@ static_assert(offsetof(SegmentHeader, ring_count) == 24);
 static_assert(offsetof(SegmentHeader, rings_offset) == 32);
 static_assert(offsetof(SegmentHeader, journal_offset) == 40);
 static_assert(offsetof(SegmentHeader, creator_start_time) == 64);
+static_assert(offsetof(SegmentHeader, strings_offset) == 80);
+static_assert(offsetof(SegmentHeader, string_entries) == 88);
 static_assert(offsetof(SegmentHeader, no_ring_drops) == 128);
+static_assert(offsetof(SegmentHeader, strings_full) == 144);
 static_assert(offsetof(SegmentHeader, drainer_pid) == 192);
 static_assert(offsetof(SegmentHeader, commit_offset) == 224);
 static_assert(offsetof(SegmentHeader, max_size_dropped) == 280);
@@ -315,10 +434,15 @@ constexpr uint64_t rings_offset() noexcept { return kSegmentHeaderBytes; }
 constexpr uint64_t journal_offset(uint32_t ring_count) noexcept {
   return rings_offset() + uint64_t{ring_count} * kRingHeaderBytes;
 }
-constexpr uint64_t slots_offset(uint32_t ring_count) noexcept {
-  // Slots start on a cache line.
+constexpr uint64_t strings_offset(uint32_t ring_count) noexcept {
+  // The string table starts on a cache line.
   return (journal_offset(ring_count) + uint64_t{ring_count} * sizeof(JournalEntry) + 63) &
          ~uint64_t{63};
+}
+constexpr uint64_t slots_offset(uint32_t ring_count) noexcept {
+  // Slots start on a cache line.
+  return (strings_offset(ring_count) + uint64_t{kStringTableEntries} * sizeof(StringEntry) +
+          63) & ~uint64_t{63};
 }
 constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t ring_capacity) noexcept {
   return slots_offset(ring_count) + uint64_t{ring_count} * ring_capacity * kSlotBytes;

@@ -61,6 +61,12 @@ class SegmentView {
     return reinterpret_cast<JournalEntry*>(base_ + journal_offset(ring_count_));
   }
 
+  // The string table: kStringTableEntries entries (an id indexes it directly; id 0 is unused).
+  // Its contents are untrusted like the rings': read an entry through a StringTableReader.
+  StringEntry* strings() const noexcept {
+    return reinterpret_cast<StringEntry*>(base_ + strings_offset(ring_count_));
+  }
+
   // Reads the header's geometry fields again and compares them with the copy: empty when they
   // still agree, else which field now says what (the segment was damaged or tampered with
   // after validation; the view goes on using its copy). For a periodic check, not per record.

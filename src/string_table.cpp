@@ -1,0 +1,100 @@
+// The segment's string table: intern (producer) and StringTableReader (drainer). See
+// src/string_table.h and segment_layout.h (StringEntry) for the protocol.
+#include "src/string_table.h"
+
+#include <cstring>
+
+namespace spanring {
+namespace {
+
+static_assert((kStringTableEntries & (kStringTableEntries - 1)) == 0, "a power of two");
+constexpr uint32_t kMask = kStringTableEntries - 1;
+
+// Ids start at 1 (id 0 means "no string"): the probe skips entry 0.
+uint32_t probe(uint32_t hash, uint32_t i) noexcept {
+  const uint32_t at = (hash + i) & kMask;
+  return at == 0 ? 1 : at;
+}
+
+}  // namespace
+
+uint16_t intern(StringEntry* table, const char* bytes, uint32_t len,
+                std::atomic<uint64_t>* strings_full) noexcept {
+  if (len == 0 || len > kStringMaxBytes || std::memchr(bytes, 0, len) != nullptr) return 0;
+  const uint32_t hash = string_hash(bytes, len);
+  for (uint32_t i = 0; i < kStringProbeMax; ++i) {
+    const uint32_t at = probe(hash, i);
+    StringEntry& e = table[at];
+    // acquire: pairs with the writer's release of kStringReady; its hash, len and bytes are
+    // then complete.
+    uint32_t state = e.state.load(std::memory_order_acquire);
+    if (state == kStringEmpty) {
+      // relaxed: taking the entry publishes nothing; the release of kStringReady does.
+      if (e.state.compare_exchange_strong(state, kStringWriting, std::memory_order_relaxed,
+                                          std::memory_order_acquire)) {
+        e.hash = hash;
+        e.len = len;
+        e.writer_pid = 0;
+        std::memcpy(e.bytes, bytes, len);
+        // release: hash, len and bytes are visible to whoever acquires kStringReady.
+        e.state.store(kStringReady, std::memory_order_release);
+        return static_cast<uint16_t>(at);
+      }
+      // Another producer took it meanwhile: `state` now holds what it found (acquire).
+    }
+    if (state == kStringReady && e.hash == hash && e.len == len &&
+        std::memcmp(e.bytes, bytes, len) == 0)
+      return static_cast<uint16_t>(at);
+    // kStringWriting (being written, or its writer died) or another string: probe on.
+  }
+  // relaxed: a report counter.
+  if (strings_full != nullptr) strings_full->fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+bool StringTableReader::resolve(uint32_t id, std::string_view& out, std::string& why) {
+  if (id == 0 || id >= kStringTableEntries) {
+    why = "string id " + std::to_string(id) + " is outside the table (1.." +
+          std::to_string(kStringTableEntries - 1) + ")";
+    return false;
+  }
+  if (!cache_) cache_.reset(new std::string[kStringTableEntries]);
+  std::string& cached = cache_[id];
+  if (!cached.empty()) {
+    out = cached;
+    return true;
+  }
+  const StringEntry& e = table_[id];
+  // acquire: pairs with the writer's release of kStringReady. A record naming this id was
+  // published (release of head, acquired by the drainer) after its producer saw the entry
+  // ready, so a ready entry is complete here.
+  const uint32_t state = e.state.load(std::memory_order_acquire);
+  if (state != kStringReady) {
+    why = "string id " + std::to_string(id) + " names an entry that is not ready (state " +
+          std::to_string(state) + ")";
+    return false;
+  }
+  // One read of the entry into private memory, then every check on the copy.
+  const uint32_t hash = e.hash;
+  const uint32_t len = e.len;
+  char bytes[kStringMaxBytes];
+  std::memcpy(bytes, e.bytes, sizeof bytes);
+  if (len == 0 || len > kStringMaxBytes) {
+    why = "string id " + std::to_string(id) + " has length " + std::to_string(len) +
+          " (1.." + std::to_string(kStringMaxBytes) + ")";
+    return false;
+  }
+  if (std::memchr(bytes, 0, len) != nullptr) {
+    why = "string id " + std::to_string(id) + " holds a NUL byte";
+    return false;
+  }
+  if (string_hash(bytes, len) != hash) {
+    why = "string id " + std::to_string(id) + " does not match its hash";
+    return false;
+  }
+  cached.assign(bytes, len);
+  out = cached;
+  return true;
+}
+
+}  // namespace spanring
