@@ -224,6 +224,8 @@ inline constexpr uint32_t kCompactAttrs = 4;
 // knows its full sequence number and checks `seq_lo` against it. A span that does not fit
 // (a dynamic name or key, text attributes, more than kCompactAttrs of them, a value outside 32
 // bits, dur >= 2^32, depth > 255) is written as an ordinary record; the output is the same.
+// Instead of integer attributes a compact record may name one interned attribute text
+// (kCompactAttrsText).
 struct CompactRecord {
   uint64_t ts_ns;      // span start: CLOCK_MONOTONIC ns, or TSC ticks with kRecordTsc
   uint64_t inv;        // invocation id, 0 = none
@@ -236,8 +238,12 @@ struct CompactRecord {
   uint16_t name;       // string id of the name (1..kStringTableEntries-1)
   uint16_t keys[kCompactAttrs];  // string ids of the first `count` attribute keys
   uint8_t depth;       // nesting depth, 0..255
-  uint8_t attrs;       // bits 0-2: attribute count, 0..kCompactAttrs; bit 4+i: value i signed
+  uint8_t attrs;       // bits 0-2: attribute count, 0..kCompactAttrs; bit 4+i: value i signed;
+                       // kCompactAttrsText: keys[0] is the whole attribute text (count 0)
 };
+// CompactRecord::attrs: the attribute text is the interned string keys[0] (a constant `k=v ...`
+// text, e.g. emit()'s literal attrs), raw like inline attributes; count is 0, values unused.
+inline constexpr uint8_t kCompactAttrsText = 1u << 3;
 static_assert(std::is_standard_layout_v<CompactRecord>);
 static_assert(sizeof(CompactRecord) == kSlotBytes);
 static_assert(offsetof(CompactRecord, values) == 24);
