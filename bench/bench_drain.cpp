@@ -47,7 +47,7 @@ struct Options {
   double seconds = 2.0;
   std::vector<int> threads = {1, 4};
   double paced_rate = 2e6;  // records/s, all producer threads together; 0 = no paced runs
-  double paced_rate_binary = 8e6;  // the same for the binary output (issue 4's target)
+  double paced_rate_binary = 4e6;  // the same for the binary output (issue 11's target)
   double idle_seconds = 3.0;
   uint32_t idle_owners = 256;  // silent owner threads of the second idle measurement (0 = skip)
   uint32_t ring_records = spanring::SegmentOptions{}.ring_capacity;
@@ -449,11 +449,12 @@ int main(int argc, char** argv) {
                 static_cast<long long>(idle_owned.cpu_schedstat * idle_owned.seconds * 1e9),
                 idle_owned.cpu_ticks * 100, idle_owned.ticks, idle_owned.ticks_per_s);
 
-  // ---- targets (issue 4)
-  std::printf("Targets (issue 4), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  // ---- targets (issue 11): paced 2 M/s text and 4 M/s binary with zero drops at the default
+  // ring size, binary >= 8 M records/s flat out on one core, idle < 0.5% of a core
+  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   for (const auto& f : formats) {
     const bool bin = f == "binary";
-    const double goal = bin ? 8e6 : 2e6;  // issue 4: >= 8 M/s binary, >= 2 M/s [STRACE] text
+    const double paced_goal = bin ? 4e6 : 2e6;
     const char* what = bin ? "binary" : "[STRACE] text";
     double best_flat = 0;
     for (const auto& r : runs)
@@ -462,26 +463,28 @@ int main(int argc, char** argv) {
     for (const auto& r : runs) {
       if (r.format != f || !r.paced) continue;
       const bool rate_ok = r.drained_rate >= 0.98 * paced;  // the window's sampling jitter
-      const bool pass = r.window_drops == 0 && r.total_dropped == 0 && rate_ok && paced >= goal;
+      const bool pass =
+          r.window_drops == 0 && r.total_dropped == 0 && rate_ok && paced >= paced_goal;
       std::printf("| >= %s records/s to %s, zero drops, default ring size (%d producer%s, "
                   "offered %s/s) | %s | drained %s rec/s, drops %llu in the window, %lld in the "
                   "whole run%s |\n",
-                  rate_str(goal).c_str(), what, r.threads, r.threads == 1 ? "" : "s",
+                  rate_str(paced_goal).c_str(), what, r.threads, r.threads == 1 ? "" : "s",
                   rate_str(paced).c_str(), pass ? "PASS" : "MISS",
                   rate_str(r.drained_rate).c_str(),
                   static_cast<unsigned long long>(r.window_drops), r.total_dropped,
-                  paced < goal ? " (offered below the target)" : "");
+                  paced < paced_goal ? " (offered below the target)" : "");
     }
-    std::printf("| drainer peak to %s (flat out) >= %s records/s | %s | best %s rec/s%s |\n", what,
-                rate_str(goal).c_str(), best_flat >= goal ? "PASS" : "MISS",
-                rate_str(best_flat).c_str(),
-                best_flat >= goal ? "" : bench::fmt(", %.2fx short", goal / best_flat).c_str());
+    if (bin)
+      std::printf("| drainer peak to binary (flat out) >= 8.00 M records/s | %s | best %s rec/s%s "
+                  "|\n",
+                  best_flat >= 8e6 ? "PASS" : "MISS", rate_str(best_flat).c_str(),
+                  best_flat >= 8e6 ? "" : bench::fmt(", %.2fx short", 8e6 / best_flat).c_str());
   }
   if (!binary)
     std::printf("| >= 8 M records/s to binary | NOT MEASURED | binary: not built yet |\n");
   if (o.idle_seconds > 0)
-    std::printf("| idle drainer < 1%% of a core | %s | %.3f%% (schedstat) |\n",
-                idle.cpu_schedstat < 0.01 ? "PASS" : "MISS", idle.cpu_schedstat * 100);
+    std::printf("| idle drainer < 0.5%% of a core | %s | %.3f%% (schedstat) |\n",
+                idle.cpu_schedstat < 0.005 ? "PASS" : "MISS", idle.cpu_schedstat * 100);
   if (o.idle_seconds > 0 && o.idle_owners > 0)
     std::printf("| idle drainer with %u silent owners < 1%% of a core (issue 13) | %s | %.3f%% "
                 "(schedstat) |\n",

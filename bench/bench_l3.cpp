@@ -317,22 +317,24 @@ int main(int argc, char** argv) {
                                    return s;
                                  }()).c_str());
 
-  // Target: spanring's per-record overhead <= 1% of the write path's.
+  // Targets (issue 11): spanring's added CPU per record, every process of the tree and the
+  // drainer together, <= 0.4 us; its added wall per record <= 10% of the write(2) path's.
   const double sw = per_rec_w["spanring, less the fixed cost of `spanring run`"];
   const double sw_raw = per_rec_w["spanring (`spanring run`)"];
   const double ww = per_rec_w["write(2)+mutex [STRACE]"];
   const double sc = per_rec_c["spanring, less the fixed cost of `spanring run`"];
-  const double wc = per_rec_c["write(2)+mutex [STRACE]"];
-  std::printf("Targets (issue 4), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
-  std::printf("| spanring per-record overhead <= 1%% of the write(2) path's (wall, fixed cost "
-              "subtracted) | %s | %s ns vs %s ns = %.2f%% (with the fixed cost: %s ns = %.2f%%) |\n",
-              sw <= 0.01 * ww ? "PASS" : "MISS", bench::fmt_ns(sw).c_str(),
+  const double sc_raw = per_rec_c["spanring (`spanring run`)"];
+  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  std::printf("| spanring's added CPU per record (whole process tree, drainer included, fixed "
+              "cost subtracted) <= 0.4 us | %s | %s ns (with the fixed cost: %s ns) |\n",
+              sc <= 400 ? "PASS" : "MISS", bench::fmt_ns(sc).c_str(),
+              bench::fmt_ns(sc_raw).c_str());
+  std::printf("| spanring's added wall per record <= 10%% of the write(2) path's (fixed cost "
+              "subtracted) | %s | %s ns vs %s ns = %.2f%% (with the fixed cost: %s ns = %.2f%%) "
+              "|\n\n",
+              sw <= 0.10 * ww ? "PASS" : "MISS", bench::fmt_ns(sw).c_str(),
               bench::fmt_ns(ww).c_str(), 100 * sw / ww, bench::fmt_ns(sw_raw).c_str(),
               100 * sw_raw / ww);
-  std::printf("| the same by CPU time (whole process tree, drainer included) | %s | %s ns vs %s "
-              "ns = %.2f%% |\n\n",
-              sc <= 0.01 * wc ? "PASS" : "MISS", bench::fmt_ns(sc).c_str(),
-              bench::fmt_ns(wc).c_str(), 100 * sc / wc);
 
   if (!o.json_path.empty()) {
     nlohmann::json j;

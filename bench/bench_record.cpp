@@ -19,6 +19,7 @@
 
 #include <spanring/segment.h>
 #include <spanring/span.h>
+#include <spanring/spanring.h>
 
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/concurrentqueue.h>
@@ -156,6 +157,27 @@ __attribute__((noinline)) void batch_emit() {
   g_n = n;
 }
 
+// ---- the C ABI (issue 11's "C ABI spanring_emit, 60-byte attribute string"): the struct a
+// [STRACE] producer fills today, caller-supplied ts/dur, the attributes as one text.
+
+constexpr const char kCAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567 slot=3";
+static_assert(sizeof(kCAttrsText) - 1 == 60, "issue 11 asks for a 60-byte attribute string");
+
+__attribute__((noinline)) void batch_c_emit() {
+  uint64_t n = g_n;
+  spanring_span s{};
+  s.invocation_id = kInv;
+  s.callable_hash = kHid;
+  s.name = kName;
+  s.attributes = kCAttrsText;
+  for (int i = 0; i < kBatch; ++i, ++n) {
+    s.timestamp_ns = static_cast<int64_t>(1'000'000'000 + n * 1000);
+    s.duration_ns = 500;
+    spanring_emit(&s);
+  }
+  g_n = n;
+}
+
 // ---- write(2) under a mutex: the path spanring replaces
 
 struct StraceLogger {
@@ -222,6 +244,19 @@ __attribute__((noinline)) void batch_moodycamel() {
   g_n = n;
 }
 
+// The same enqueue timed with 2 rdtsc, as spanring's Span and the floor read the clock: the
+// instruction-count anchor of issue 11 ("moodycamel enqueue, producer token, 2 rdtsc").
+__attribute__((noinline)) void batch_moodycamel_tsc() {
+  Mc& mc = *g_mc;
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) {
+    const uint64_t t0 = __rdtsc();
+    const uint64_t t1 = __rdtsc();
+    mc.queue.enqueue(*mc.token, make_rec(n++, t0, t1 - t0));
+  }
+  g_n = n;
+}
+
 void mc_consumer(Mc& mc, int cpu) {
   bench::pin_this_thread(cpu);
   moodycamel::ConsumerToken ctok(mc.queue);
@@ -268,6 +303,7 @@ struct Arm {
   bool before_attach = false;  // the disabled arms: measured before this process attaches
   std::string skipped;         // non-empty: why the arm was not measured
   std::vector<uint64_t> ticks;  // one per batch
+  uint64_t batches_run = 0;     // warm-up and timed batches, for slots per record
   std::vector<double> ns;       // per record, sorted (filled at the end)
   double p50 = NAN, p99 = NAN, p999 = NAN, max = NAN, mean = NAN;
 };
@@ -308,6 +344,7 @@ void pause(int64_t us) noexcept {
 }
 
 void run_batches(Arm& arm, int count, int warmup, int64_t pause_us) {
+  arm.batches_run += static_cast<uint64_t>(warmup + count);
   for (int i = 0; i < warmup; ++i) {
     arm.batch();
     pause(pause_us);
@@ -412,6 +449,8 @@ int main(int argc, char** argv) {
       batch_span_noattr);
   add("spanring_emit", "spanring::emit(name, ts, dur, attrs), caller-supplied ts/dur",
       batch_emit);
+  add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
+      "attribute string", batch_c_emit);
   add("spanring_disabled", "the spanring_span code with tracing disabled (not attached)",
       batch_span, true);
   add("spanring_disabled_noattr", "the same without the 4 attr() calls (diagnostic)",
@@ -421,6 +460,8 @@ int main(int argc, char** argv) {
   add("write_strace_devnull", "the same to /dev/null", batch_write_null);
   add("moodycamel", "floor_clock with the store replaced by ConcurrentQueue::enqueue (producer "
       "token); bulk consumer on the other CPU", batch_moodycamel);
+  add("moodycamel_tsc", "the moodycamel arm with 2x rdtsc instead of 2x clock_gettime",
+      batch_moodycamel_tsc);
 #ifdef SPANRING_BENCH_LTTNG
   add("lttng_ust", "LTTng-UST tracepoint with the same fields + 2x clock_gettime; active "
       "session", batch_lttng);
@@ -472,7 +513,8 @@ int main(int argc, char** argv) {
   bench::DrainerProcess drainer;
   bool segment_made = false;
   std::string drainer_note;
-  const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") || wants("spanring_emit");
+  const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
+                             wants("spanring_emit") || wants("spanring_c_emit");
   if (need_spanring) {
     try {
       spanring::SegmentOptions so;
@@ -511,7 +553,7 @@ int main(int argc, char** argv) {
   g_log_null.fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
 
   Mc mc;
-  if (wants("moodycamel")) {
+  if (wants("moodycamel") || wants("moodycamel_tsc")) {
     mc.token = std::make_unique<moodycamel::ProducerToken>(mc.queue);
     g_mc = &mc;
     mc.consumer = std::thread(mc_consumer, std::ref(mc), consumer_cpu);
@@ -537,6 +579,7 @@ int main(int argc, char** argv) {
   long long drain_written = -1, drain_dropped = -1;
   bool drainer_ok = true;
   uint64_t ring_drops = 0;
+  uint64_t ring_slots = 0;  // slots the producers published (sum of the ring heads)
   if (need_spanring) {
     if (o.drainer == "live") {
       drainer_ok = drainer.stop();
@@ -546,8 +589,10 @@ int main(int argc, char** argv) {
     try {
       // The producers' own drop counters (ring_full), whether or not a drainer ran.
       spanring::Segment seg = spanring::Segment::open(segment_name);
-      for (uint32_t i = 0; i < seg.ring_count(); ++i)
+      for (uint32_t i = 0; i < seg.ring_count(); ++i) {
         ring_drops += seg.ring(i).drops.load(std::memory_order_acquire);
+        ring_slots += seg.ring(i).head.load(std::memory_order_acquire);
+      }
     } catch (const std::exception&) {
     }
     if (segment_made) spanring::Segment::remove(segment_name);
@@ -634,15 +679,24 @@ int main(int argc, char** argv) {
                 consumer_cpu, drain_written, drain_dropped,
                 drainer_ok ? "" : " (it did not exit cleanly; see its stderr)");
   } else if (need_spanring) {
+    // Records of the arms that write to the segment (the disabled arms ran before attaching).
+    uint64_t records = 0;
+    for (const auto& a : arms)
+      if (!a.before_attach && a.name.rfind("spanring_", 0) == 0) records += a.batches_run * kBatch;
     std::printf("No drainer ran (--drainer none; %u rings of %u slots): the producers dropped "
-                "%llu records on full rings.\n\n",
-                o.rings, o.ring_records, static_cast<unsigned long long>(ring_drops));
+                "%llu records on full rings. The rings hold %llu slots for %llu records "
+                "(%.3f slots per record).\n\n",
+                o.rings, o.ring_records, static_cast<unsigned long long>(ring_drops),
+                static_cast<unsigned long long>(ring_slots),
+                static_cast<unsigned long long>(records),
+                records ? static_cast<double>(ring_slots) / static_cast<double>(records) : 0.0);
   }
-  if (wants("moodycamel"))
+  if (wants("moodycamel") || wants("moodycamel_tsc"))
     std::printf("The moodycamel consumer dequeued %llu records.\n\n",
                 static_cast<unsigned long long>(mc.consumed.load()));
 
-  // ---- targets (issue 4)
+  // ---- targets (issue 11's timing targets of the producer; bench/run takes the median of 3
+  // runs and checks the instruction counts, which do not vary, separately)
   struct Target {
     std::string what;
     bool measured;
@@ -651,37 +705,20 @@ int main(int argc, char** argv) {
   };
   std::vector<Target> targets;
   const Arm* span = find("spanring_span");
-  const Arm* disabled = find("spanring_disabled");
-  const Arm* emit_arm = find("spanring_emit");
   const Arm* wfile = find("write_strace_file");
-  const Arm* mca = find("moodycamel");
   const Arm* lt = find("lttng_ust");
   auto ok = [](const Arm* a) { return a != nullptr && a->skipped.empty() && !a->ns.empty(); };
   auto over = [](double measured, double limit) {
     return bench::fmt("%.2fx the limit", measured / limit);
   };
   if (ok(span) && ok(floor_arm)) {
-    const double lim = 1.3 * floor_p50;
+    const double lim = 1.5 * floor_p50;
     const bool pass = span->p50 <= lim;
-    targets.push_back({"spanring_span p50 <= 1.3 x floor p50", true, pass,
-                       bench::fmt_ns(span->p50) + " ns vs 1.3 x " + bench::fmt_ns(floor_p50) +
+    targets.push_back({"spanring_span p50 <= 1.5 x floor p50", true, pass,
+                       bench::fmt_ns(span->p50) + " ns vs 1.5 x " + bench::fmt_ns(floor_p50) +
                            " = " + bench::fmt_ns(lim) + " ns (" +
                            bench::fmt("%.2fx floor", span->p50 / floor_p50) + ")" +
                            (pass ? "" : ", " + over(span->p50, lim))});
-  }
-  if (ok(span)) {
-    const double lim = 10 * span->p50;
-    const bool pass = span->p999 <= lim;
-    targets.push_back({"spanring_span p99.9 <= 10 x its p50", true, pass,
-                       bench::fmt_ns(span->p999) + " ns vs 10 x " + bench::fmt_ns(span->p50) +
-                           " = " + bench::fmt_ns(lim) + " ns" +
-                           (pass ? "" : ", " + over(span->p999, lim))});
-  }
-  if (ok(disabled)) {
-    const bool pass = disabled->p50 <= 2.0;
-    targets.push_back({"spanring_disabled p50 <= 2 ns", true, pass,
-                       bench::fmt_ns(disabled->p50) + " ns" +
-                           (pass ? "" : ", " + over(disabled->p50, 2.0))});
   }
   if (ok(span) && ok(wfile)) {
     const double r = wfile->p50 / span->p50;
@@ -693,18 +730,6 @@ int main(int argc, char** argv) {
                                           : "") +
                            (r >= 70 ? "" : bench::fmt(", %.2fx short", 70 / r))});
   }
-  if (ok(span) && ok(mca)) {
-    const bool pass = span->p50 <= mca->p50;
-    targets.push_back({"spanring_span p50 <= moodycamel p50", true, pass,
-                       bench::fmt_ns(span->p50) + " ns vs " + bench::fmt_ns(mca->p50) + " ns" +
-                           (pass ? "" : ", " + over(span->p50, mca->p50))});
-  }
-  if (ok(emit_arm)) {
-    const bool pass = emit_arm->p50 <= 10.0;
-    targets.push_back({"spanring_emit p50 <= 10 ns", true, pass,
-                       bench::fmt_ns(emit_arm->p50) + " ns" +
-                           (pass ? "" : ", " + over(emit_arm->p50, 10.0))});
-  }
   if (ok(span) && ok(lt)) {
     const double r = lt->p50 / span->p50;
     targets.push_back({"lttng_ust p50 / spanring_span p50 >= 5", true, r >= 5,
@@ -715,7 +740,7 @@ int main(int argc, char** argv) {
     targets.push_back({"lttng_ust p50 / spanring_span p50 >= 5", false, false,
                        "not measured: " + lt->skipped});
   }
-  std::printf("Targets (issue 4), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   for (const auto& t : targets)
     std::printf("| %s | %s | %s |\n", t.what.c_str(),
                 !t.measured ? "NOT MEASURED" : t.pass ? "PASS" : "MISS", t.detail.c_str());
