@@ -240,6 +240,12 @@ def timing_table(d):
             out.append(f"| {text} | {base} | {show(vals, f)} | - | {limit} | not measured |")
             continue
         ok = {"<=": m <= lim, "<": m < lim, ">=": m >= lim}[op]
+        if m < 0:
+            # an added cost below zero: the runs' noise is larger than what is measured
+            out.append(f"| {text} | {base} | {show(vals, f)} | {f(m)} | {limit} | "
+                       "inconclusive (negative: noise larger than the effect; more "
+                       "repetitions) |")
+            continue
         if ok:
             res = "**met**"
         elif lim == 0:
