@@ -119,6 +119,16 @@ uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
 uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
   const bool use_anchor = anchor.tsc != 0 && anchor.tsc <= t;
   if (samples_.empty()) return use_anchor ? anchor.ns : 0;  // no TSC on this machine
+  // The common case first: a tick at or past the last sample (a record published since the
+  // drainer's last sample, ~10 ms), with the process' pair not nearer. Exactly what the
+  // search below finds for it (no sample above t; the last below), without the binary search
+  // over up to kMaxSamples pairs: callgrind counted ~130 instructions per conversion with it,
+  // two conversions per span, on the demo.
+  const Pair& last = samples_.back();
+  if (t >= last.tsc && !(use_anchor && anchor.tsc > last.tsc)) {
+    const uint64_t ns = apply(last, t, rate_, false);
+    return use_anchor && ns < anchor.ns ? anchor.ns : ns;
+  }
   // The nearest samples below (lo) and above (hi) t.
   const auto hi_it = std::upper_bound(samples_.begin(), samples_.end(), t,
                                       [](uint64_t v, const Pair& p) { return v < p.tsc; });

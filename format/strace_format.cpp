@@ -1,8 +1,9 @@
 #include "format/strace_format.h"
 
+#include "format/decimal.h"
+
 #include <spanring/encode.h>
 
-#include <charconv>
 #include <cstring>
 #include <string_view>
 
@@ -15,9 +16,10 @@ struct Out {
     std::memcpy(p, s.data(), s.size());
     p += s.size();
   }
-  // std::to_chars: lowercase digits, no leading zeros, as the spec's fields are written.
-  void dec(uint64_t v) noexcept { p = std::to_chars(p, p + 20, v).ptr; }
-  void hex(uint64_t v) noexcept { p = std::to_chars(p, p + 16, v, 16).ptr; }
+  // Lowercase digits, no leading zeros, as the spec's fields are written: std::to_chars'
+  // output, in a fifth of its instructions (format/decimal.h says why and how).
+  void dec(uint64_t v) noexcept { p = write_decimal(p, v); }
+  void hex(uint64_t v) noexcept { p = write_hex(p, v); }
   void prefix(uint64_t mono, uint32_t tid, std::string_view what) noexcept {
     str("[mono_ns=");
     dec(mono);
