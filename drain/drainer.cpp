@@ -104,7 +104,10 @@ Buffer* Drainer::take_buffer() {
     }
     if (buffers_.size() < kMaxBuffers) {
       auto b = std::make_unique<Buffer>();
-      b->data = std::make_unique<char[]>(buffer_bytes_);
+      // Not zero-filled: every byte is written before it is read. make_unique<char[]> would
+      // memset the whole 1 MiB (3.1 of the 7.0 M instructions callgrind counted in drain_ring
+      // over the whole demo, for 3 buffers), and the kernel hands out zeroed pages anyway.
+      b->data = std::make_unique_for_overwrite<char[]>(buffer_bytes_);
       buffers_.push_back(std::move(b));
       return buffers_.back().get();
     }

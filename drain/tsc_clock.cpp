@@ -110,7 +110,7 @@ void TscClock::maybe_sample() {
   if (rdtsc() - samples_.back().tsc >= sample_ticks_) add(read_pair());
 }
 
-uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
+inline uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
   if (!backward) return saturating_add(from.ns, (u128(t - from.tsc) * rate) >> 32);
   const u128 back = (u128(from.tsc - t) * rate) >> 32;
   return back >= from.ns ? 0 : from.ns - uint64_t(back);
@@ -119,9 +119,25 @@ uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
 uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
   const bool use_anchor = anchor.tsc != 0 && anchor.tsc <= t;
   if (samples_.empty()) return use_anchor ? anchor.ns : 0;  // no TSC on this machine
-  // The nearest samples below (lo) and above (hi) t.
-  const auto hi_it = std::upper_bound(samples_.begin(), samples_.end(), t,
-                                      [](uint64_t v, const Pair& p) { return v < p.tsc; });
+  // The nearest samples below (lo) and above (hi) t: the first sample above t, found by a
+  // binary search over up to kMaxSamples pairs unless t lies past the last sample or in the
+  // interval where the previous search ended (ticks come nearly in order, a ring at a time).
+  // With the search for every tick, callgrind counted ~130 instructions per conversion (two
+  // per span) on the demo.
+  const size_t n = samples_.size();
+  size_t hi = n;
+  if (t < samples_[n - 1].tsc) {
+    const size_t h = hint_ < n ? hint_ : n - 1;
+    if (t < samples_[h].tsc && (h == 0 || t >= samples_[h - 1].tsc)) {
+      hi = h;
+    } else {
+      hi = size_t(std::upper_bound(samples_.begin(), samples_.end(), t,
+                                   [](uint64_t v, const Pair& p) { return v < p.tsc; }) -
+                  samples_.begin());
+      hint_ = hi;
+    }
+  }
+  const auto hi_it = samples_.begin() + static_cast<std::ptrdiff_t>(hi);
   const bool has_lo = hi_it != samples_.begin();
   Pair lo = has_lo ? *(hi_it - 1) : Pair{0, 0};
   bool lo_ok = has_lo;
@@ -132,9 +148,20 @@ uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
   uint64_t ns;
   if (lo_ok && hi_it != samples_.end()) {
     // Between two samples: their precomputed slope, unless the anchor is the lower pair.
-    const size_t hi = size_t(hi_it - samples_.begin());
-    const uint64_t s =
-        has_lo && lo.tsc == samples_[hi - 1].tsc ? slopes_[hi - 1] : slope(lo, *hi_it);
+    uint64_t s;
+    if (has_lo && lo.tsc == samples_[hi - 1].tsc) {
+      s = slopes_[hi - 1];
+    } else {
+      // From a process' pair to the next sample: a 128-bit division, the same for all of that
+      // process' ticks in this interval, so the last one is kept.
+      if (lo.tsc != slope_lo_.tsc || lo.ns != slope_lo_.ns || hi_it->tsc != slope_hi_.tsc ||
+          hi_it->ns != slope_hi_.ns) {
+        slope_lo_ = lo;
+        slope_hi_ = *hi_it;
+        slope_lo_hi_ = slope(lo, *hi_it);
+      }
+      s = slope_lo_hi_;
+    }
     ns = apply(lo, t, s, false);
   } else if (lo_ok) {
     ns = apply(lo, t, rate_, false);
@@ -146,6 +173,21 @@ uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
 }
 
 TscClock::Interval TscClock::span_ns(uint64_t t, uint64_t dur, Pair anchor) const {
+  // The common case, inline: both ends at or past the last sample (a span published since the
+  // drainer's last sample, ~10 ms ago) and none before the process' pair. What to_ns does for
+  // each end then, with its lookups done once: extrapolation at rate_ from the nearer of the
+  // last sample and the process' pair, never below that pair. Two calls to to_ns cost ~200
+  // instructions per span on the demo (callgrind), this ~40.
+  if (!samples_.empty() && t >= samples_.back().tsc && t + dur >= t &&
+      (anchor.tsc == 0 || anchor.tsc <= t)) {
+    const bool use_anchor = anchor.tsc != 0;
+    const Pair lo = use_anchor && anchor.tsc > samples_.back().tsc ? anchor : samples_.back();
+    uint64_t start = apply(lo, t, rate_, false);
+    uint64_t end = apply(lo, t + dur, rate_, false);
+    if (use_anchor && start < anchor.ns) start = anchor.ns;
+    if (use_anchor && end < anchor.ns) end = anchor.ns;
+    return Interval{start, end > start ? end - start : 0};
+  }
   const uint64_t start = to_ns(t, anchor);
   const uint64_t end = to_ns(t + dur < t ? UINT64_MAX : t + dur, anchor);
   return Interval{start, end > start ? end - start : 0};

@@ -66,6 +66,11 @@ class TscClock {
   std::vector<uint64_t> slopes_;  // slopes_[i]: ns per tick from samples_[i] to samples_[i + 1]
   uint64_t rate_ = 0;          // ns per tick, 32.32 fixed point, from the first to the last sample
   uint64_t sample_ticks_ = 0;  // ~10 ms in ticks, from the rate
+  // to_ns' last slope from a process' pair (slope_lo_) to the sample above it (slope_hi_).
+  mutable Pair slope_lo_{0, 0};
+  mutable Pair slope_hi_{0, 0};
+  mutable uint64_t slope_lo_hi_ = 0;
+  mutable size_t hint_ = 0;  // to_ns' last search: the index of the first sample above its tick
 };
 
 }  // namespace spanring

@@ -78,10 +78,19 @@ size_t BinarySink::span(char* out, const SpanEvent& e) noexcept {
   const RecordCopy& rec = *e.record;
   const RecordHeader& h = rec.header;
   // The drainer validated the copy: name_len <= kNameRawMax, attrs_len <= kAttrsRawMax.
+  // The event of every record: header and body are fixed-size copies (plain stores), then
+  // name and attributes, which lie together in the copy (RecordCopy::payload), as one copy.
+  // Through put_event, whose name and attributes are two copies of variable length, it cost
+  // ~90 instructions (callgrind on the demo).
+  const size_t var = size_t{h.name_len} + h.attrs_len;
+  const EventHeader eh{static_cast<uint8_t>(EventType::kSpan), 0,
+                       static_cast<uint16_t>(sizeof(SpanBody) + var)};
   const SpanBody b{e.pid, e.tid, h.seq, h.ts_ns, h.dur_ns, h.inv, h.hid, h.depth, h.name_len,
                    h.attrs_len};
-  return put_event(out, EventType::kSpan, b, std::string_view(rec.name(), h.name_len),
-                   std::string_view(rec.attrs(), h.attrs_len));
+  std::memcpy(out, &eh, sizeof eh);
+  std::memcpy(out + sizeof eh, &b, sizeof b);
+  std::memcpy(out + sizeof eh + sizeof b, rec.payload, var);
+  return sizeof eh + sizeof b + var;
 }
 
 size_t BinarySink::drops(char* out, const DropsEvent& e) noexcept {

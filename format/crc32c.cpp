@@ -19,6 +19,18 @@ using BoostCrc32c = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, t
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const unsigned char* p,
                                                         size_t n) noexcept {
   uint64_t c = crc;
+  // Four words per turn: the loop's own instructions (pointer, count, branch) then cost a
+  // quarter as much per byte; one word per turn was ~50 instructions per demo record.
+  while (n >= 32) {
+    uint64_t v[4];
+    std::memcpy(v, p, 32);
+    c = __builtin_ia32_crc32di(c, v[0]);
+    c = __builtin_ia32_crc32di(c, v[1]);
+    c = __builtin_ia32_crc32di(c, v[2]);
+    c = __builtin_ia32_crc32di(c, v[3]);
+    p += 32;
+    n -= 32;
+  }
   while (n >= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);

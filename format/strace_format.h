@@ -24,6 +24,34 @@ inline constexpr size_t kMaxLineBytes = 512;
 // encoded from `e.record` when it is set, else written as spelled (`e.name`, `e.attrs`).
 size_t format_span(char* out, const SpanEvent& e) noexcept;
 
+// The part of a span line that only its ring owner decides, between the end time and the
+// invocation: `][T0x<tid>][TIMING] emit_host_span: [STRACE] v=1 pid=<pid> tid=<tid> inv=`,
+// kept for the last (pid, tid) seen. The drainer writes a ring's records one after another, so
+// this is formatted once per owner and batch instead of once per line (three numbers and four
+// fixed strings, ~100 instructions of the ~500 per line, callgrind). Single thread, like a Sink.
+class SpanLineOwner {
+ public:
+  // The fragment for (pid, tid): formatted when they differ from the last call's.
+  const char* bytes(uint32_t pid, uint32_t tid) noexcept;
+  size_t size() const noexcept { return len_; }
+  // The longest fragment: fixed text (5 + 10 + 34 + 5 + 5) and three numbers of at most 8
+  // (hex), 10 and 10 digits.
+  static constexpr size_t kMaxBytes = 87;
+  // Room kept after it, so that copying it is one fixed-size copy (a line has room for that:
+  // it comes after at most 29 bytes, of kMaxLineBytes).
+  static constexpr size_t kCopyBytes = 96;
+
+ private:
+  uint32_t pid_ = 0;
+  uint32_t tid_ = 0;
+  bool set_ = false;
+  size_t len_ = 0;
+  char bytes_[kCopyBytes] = {};
+};
+
+// format_span, with the owner's part of the line from (and kept in) `owner`: the same bytes.
+size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept;
+
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;
 

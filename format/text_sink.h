@@ -3,7 +3,8 @@
 // left out of the anchor. The text drainer writes through it, the tee of --also-strace and
 // `spanring convert --to strace` too, so all three spell every event the same way.
 //
-// Stateless; drain thread (or any single thread) per instance, like every Sink.
+// Keeps only the last span owner's part of the line (SpanLineOwner); drain thread (or any
+// single thread) per instance, like every Sink.
 #pragma once
 
 #include "format/sink.h"
@@ -20,7 +21,9 @@ class TextSink final : public Sink {
     return format_anchor(out, e);
   }
   size_t thread(char*, const ThreadEvent&) noexcept override { return 0; }
-  size_t span(char* out, const SpanEvent& e) noexcept override { return format_span(out, e); }
+  size_t span(char* out, const SpanEvent& e) noexcept override {
+    return format_span(out, e, owner_);
+  }
   size_t drops(char* out, const DropsEvent& e) noexcept override { return format_drops(out, e); }
   size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override {
     return format_unfinished(out, e);
@@ -28,6 +31,9 @@ class TextSink final : public Sink {
   size_t undescribed(char* out, const UndescribedEvent& e) noexcept override {
     return format_undescribed(out, e);
   }
+
+ private:
+  SpanLineOwner owner_;  // the last span's owner part of the line, formatted once per owner
 };
 
 }  // namespace spanring

@@ -179,3 +179,23 @@ TEST_CASE("every line TextSink writes reads back as the event it was written fro
 }
 
 }  // TEST_SUITE("unit")
+
+TEST_CASE("a TextSink keeps the last owner's part of the line: the same line for any owner order") {
+  // One sink, owners alternating and repeating, at the widest pid/tid too: each line must be
+  // the one the stateless format_span writes.
+  TextSink sink;
+  const RecordCopy rec = make_record(1, 1000, 20, 7, 0xabc, 2, "owner.part", "k=1 v=2");
+  const uint32_t owners[][2] = {{10, 10},         {10, 11},         {10, 11},
+                                {4294967295u, 4294967295u}, {1, 4294967295u}, {10, 10},
+                                {0, 0},           {123456, 7},      {123456, 7}};
+  uint64_t ts = 1000;
+  for (const auto& o : owners) {
+    SpanEvent e = SpanEvent::of(o[0], o[1], rec);
+    e.ts_ns = ts;
+    ts = ts * 7 + 13;  // every length of end time
+    char cached[kMaxLineBytes];
+    char plain[kMaxLineBytes];
+    const size_t n = sink.span(cached, e);
+    CHECK(std::string(cached, n) == std::string(plain, format_span(plain, e)));
+  }
+}

@@ -86,3 +86,26 @@ TEST_CASE("the live clock converts a fresh TSC reading close to CLOCK_MONOTONIC"
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("span_ns is both ends through to_ns, past the last sample and before it, any anchor") {
+  // span_ns takes a shortcut past the last sample; it must agree with to_ns everywhere.
+  const TscClock c({{1'000'000, 500'000}, {3'000'000, 1'500'100}, {5'000'000, 2'500'000}});
+  const TscClock::Pair anchors[] = {{0, 0},
+                                    {2'000'000, 1'000'000},
+                                    {6'000'000, 3'000'000},
+                                    {6'000'000, 9'000'000'000},  // an anchor ns far ahead
+                                    {9'000'000, 4'500'000}};
+  const uint64_t ticks[] = {0,         999'999,   1'000'000, 4'000'000, 4'999'999,
+                            5'000'000, 5'000'001, 6'000'000, 8'999'999, 9'000'000,
+                            50'000'000, UINT64_MAX - 10};
+  const uint64_t durs[] = {0, 1, 777, 3'000'000, 20};
+  for (const auto& a : anchors)
+    for (const uint64_t t : ticks)
+      for (const uint64_t d : durs) {
+        const TscClock::Interval iv = c.span_ns(t, d, a);
+        const uint64_t start = c.to_ns(t, a);
+        const uint64_t end = c.to_ns(t + d < t ? UINT64_MAX : t + d, a);
+        CHECK(iv.start_ns == start);
+        CHECK(iv.dur_ns == (end > start ? end - start : 0));
+      }
+}
