@@ -19,6 +19,7 @@
 
 #include <spanring/segment.h>
 #include <spanring/span.h>
+#include <spanring/spanring.h>
 
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/concurrentqueue.h>
@@ -153,6 +154,27 @@ __attribute__((noinline)) void batch_emit() {
   uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i, ++n)
     spanring::emit(kName, static_cast<int64_t>(1'000'000'000 + n * 1000), 500, kAttrsText);
+  g_n = n;
+}
+
+// ---- the C ABI (issue 11's "C ABI spanring_emit, 60-byte attribute string"): the struct a
+// [STRACE] producer fills today, caller-supplied ts/dur, the attributes as one text.
+
+constexpr const char kCAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567 slot=3";
+static_assert(sizeof(kCAttrsText) - 1 == 60, "issue 11 asks for a 60-byte attribute string");
+
+__attribute__((noinline)) void batch_c_emit() {
+  uint64_t n = g_n;
+  spanring_span s{};
+  s.invocation_id = kInv;
+  s.callable_hash = kHid;
+  s.name = kName;
+  s.attributes = kCAttrsText;
+  for (int i = 0; i < kBatch; ++i, ++n) {
+    s.timestamp_ns = static_cast<int64_t>(1'000'000'000 + n * 1000);
+    s.duration_ns = 500;
+    spanring_emit(&s);
+  }
   g_n = n;
 }
 
@@ -412,6 +434,8 @@ int main(int argc, char** argv) {
       batch_span_noattr);
   add("spanring_emit", "spanring::emit(name, ts, dur, attrs), caller-supplied ts/dur",
       batch_emit);
+  add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
+      "attribute string", batch_c_emit);
   add("spanring_disabled", "the spanring_span code with tracing disabled (not attached)",
       batch_span, true);
   add("spanring_disabled_noattr", "the same without the 4 attr() calls (diagnostic)",
@@ -472,7 +496,8 @@ int main(int argc, char** argv) {
   bench::DrainerProcess drainer;
   bool segment_made = false;
   std::string drainer_note;
-  const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") || wants("spanring_emit");
+  const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
+                             wants("spanring_emit") || wants("spanring_c_emit");
   if (need_spanring) {
     try {
       spanring::SegmentOptions so;

@@ -45,7 +45,9 @@ static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotByte
 // owner must not call it while the owner is inside a write: the producer guards that).
 //
 // Zero-initialised it is detached, which is how it starts in thread-local storage.
-class RingWriter {
+//
+// Hidden: each library that writes records inlines its own copy (never a call through the PLT).
+class __attribute__((visibility("hidden"))) RingWriter {
  public:
   // Takes the ring the calling thread has just claimed (state kClaiming): `shared` is its
   // header, `slots` its first slot, `capacity` its slot count (a power of two). Sequence
@@ -60,6 +62,7 @@ class RingWriter {
     cached_tail_ = shared->tail.load(std::memory_order_relaxed);
     next_seq_ = 0;
     own_drops_ = 0;
+    gap_ = 0;
     shared->drops.store(0, std::memory_order_relaxed);
   }
   // Forgets the ring (thread exit hands it to the drainer; a fork child must not write into
@@ -105,7 +108,50 @@ class RingWriter {
       put_payload(name_len, attrs, attrs_len);
     }
     next_seq_ += 1;
+    gap_ = 0;
     publish(need);
+    return true;
+  }
+
+  // Whether the next record may be a CompactRecord: no record was dropped since the last one
+  // written. A compact record carries only the low 32 bits of its sequence number, so the
+  // drainer must know it from the record before (the first record after a drop is ordinary).
+  bool compact_allowed() const noexcept { return gap_ == 0; }
+
+  // Writes one CompactRecord (one slot) and publishes it (release of head): the fields as
+  // given (`keys`: the 4 key ids, key i in bits 16i..16i+15; `flags`: kRecordCompact, maybe
+  // kRecordTsc), seq_lo from the next sequence number. Call only when compact_allowed(). When
+  // the ring has no room the record is dropped and counted like write()'s; returns false.
+  bool write_compact(uint64_t ts, uint64_t inv, uint64_t hid, const uint32_t* values,
+                     uint32_t dur, uint16_t flags, uint16_t name, uint64_t keys, uint8_t depth,
+                     uint8_t attrs) noexcept {
+    if (!has_room(1)) {
+      count_drops(1);
+      return false;
+    }
+    // The writer's fields in locals: the slot stores below cannot alias them then, so none is
+    // reloaded; the record is 8 stores of 8 bytes.
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* const rec = slots + (head & mask) * kSlotBytes;
+    static_assert(offsetof(CompactRecord, seq_lo) == 44 && offsetof(CompactRecord, keys) == 54 &&
+                  offsetof(CompactRecord, depth) == 62, "the words below follow this layout");
+    store_word(rec, 0, ts);
+    store_word(rec, 1, inv);
+    store_word(rec, 2, hid);
+    std::memcpy(rec + 24, values, 16);
+    store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
+    // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
+    store_word(rec, 6, 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48);
+    store_word(rec, 7, keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    next_seq_ = seq + 1;
+    own_head_ = head + 1;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + 1, std::memory_order_release);
+    // As publish(): the slot kPrefetchSlots ahead, for writing.
+    __builtin_prefetch(slots + ((head + 1 + kPrefetchSlots) & mask) * kSlotBytes, 1);
     return true;
   }
 
@@ -129,6 +175,7 @@ class RingWriter {
     rec->slots = 1;
     rec->flags = kRecordReentrant;
     next_seq_ += n;
+    gap_ = 0;  // the marker carries the whole sequence number
     own_head_ += 1;
     // release: the marker's bytes are visible to the drainer's acquire of head.
     shared_->head.store(own_head_, std::memory_order_release);
@@ -140,6 +187,10 @@ class RingWriter {
   // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the
   // slots just written, which costs nothing.
   static constexpr uint32_t kPrefetchSlots = 16;
+
+  static void store_word(std::byte* rec, uint32_t i, uint64_t v) noexcept {
+    std::memcpy(rec + 8 * i, &v, 8);
+  }
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
@@ -157,6 +208,7 @@ class RingWriter {
   // `n` records found the ring full: their sequence numbers are never published (a gap).
   void count_drops(uint64_t n) noexcept {
     next_seq_ += n;
+    gap_ = 1;
     own_drops_ += n;
     // release: the drainer pairs its acquire of drops with its acquire of head to attribute
     // the gap; only the owner writes drops, so a store of the private copy suffices.
@@ -238,6 +290,7 @@ class RingWriter {
   uint64_t cached_tail_;  // last value read of shared_->tail (the drainer's)
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
+  uint32_t gap_;          // 1: records were dropped since the last one written (no compact)
 };
 
 // ---- drainer side ----------------------------------------------------------------------------
