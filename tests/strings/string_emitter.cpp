@@ -106,25 +106,32 @@ struct Mapped {
   }
 };
 
-// One span of `name` (a literal: see the callers), index k.
-#define EMIT_ONE(lit, k)                                                          \
-  do {                                                                           \
+// One span of a literal name, index k, in a function of its own: GCC inlines Span's
+// constructor and attr() calls (and so sees the literals) in a small function; in one large
+// function with many of them its inlining limits may leave some calls out of line.
+#define DEFINE_EMIT(fn, lit)                                                      \
+  __attribute__((noinline)) void fn(int64_t k) {                                 \
     spanring::Span s(lit);                                                       \
-    s.attr("i", static_cast<int64_t>(k)).attr("neg", -static_cast<int64_t>(k)); \
-  } while (0)
-
-// Emits `count` spans of the named literal; the names are literals in the code so that the
-// producer can detect them as such.
-void emit_name(const std::string& name, int count) {
-  for (int k = 0; k < count; ++k) {
-    if (name == "str.a") EMIT_ONE("str.a", k);
-    else if (name == "str.b") EMIT_ONE("str.b", k);
-    else if (name == "str.victim") EMIT_ONE("str.victim", k);
-    else if (name == "str.doomed") EMIT_ONE("str.doomed", k);
-    else if (name == "str.late") EMIT_ONE("str.late", k);
-    else if (name == "str.fork") EMIT_ONE("str.fork", k);
-    else fail("unknown name %s", name.c_str());
+    s.attr("i", k).attr("neg", -k);                                              \
   }
+DEFINE_EMIT(emit_a, "str.a")
+DEFINE_EMIT(emit_b, "str.b")
+DEFINE_EMIT(emit_victim, "str.victim")
+DEFINE_EMIT(emit_doomed, "str.doomed")
+DEFINE_EMIT(emit_late, "str.late")
+DEFINE_EMIT(emit_fork, "str.fork")
+
+// Emits `count` spans of the named literal.
+void emit_name(const std::string& name, int count) {
+  void (*fn)(int64_t) = nullptr;
+  if (name == "str.a") fn = emit_a;
+  else if (name == "str.b") fn = emit_b;
+  else if (name == "str.victim") fn = emit_victim;
+  else if (name == "str.doomed") fn = emit_doomed;
+  else if (name == "str.late") fn = emit_late;
+  else if (name == "str.fork") fn = emit_fork;
+  else fail("unknown name %s", name.c_str());
+  for (int k = 0; k < count; ++k) fn(k);
 }
 
 std::vector<std::string> split(const std::string& s) {
