@@ -85,11 +85,13 @@ bool attach_segment(const char* name) noexcept {
     p.header = &view.header();
     p.rings = &view.ring(0);
     p.slots = view.ring_slots(0);
+    p.strings = view.strings();
     p.ring_count = view.ring_count();
     p.ring_capacity = view.ring_capacity();
     p.pid = static_cast<uint32_t>(::getpid());
     p.start_time = process_start_time(p.pid);
     take_anchor(p);
+    clear_literal_ids();
     if (!p.key_ok) p.key_ok = pthread_key_create(&p.release_key, release_ring) == 0;
     static bool atfork_done = false;
     if (!atfork_done)

@@ -39,6 +39,7 @@ struct ProcessState {
   SegmentHeader* header = nullptr;
   RingHeader* rings = nullptr;
   std::byte* slots = nullptr;
+  StringEntry* strings = nullptr;  // the segment's string table (kStringTableEntries entries)
   uint32_t ring_count = 0;
   uint32_t ring_capacity = 0;  // slots
   uint32_t pid = 0;
@@ -78,6 +79,12 @@ extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadS
 // A thread that found every ring taken retries after this many records, so a thread without a
 // ring does not scan the ring table on every record.
 inline constexpr uint32_t kNoRingRetry = 1024;
+
+// ---- span.cpp: the literal-id cache
+
+// Forgets every cached literal id (attach: a new segment has another string table). Call
+// before g_segment is published.
+void clear_literal_ids() noexcept;
 
 // ---- clock_anchor.cpp
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "src/record_copy.h"
+#include "src/string_table.h"
 
 #include <spanring/segment_layout.h>
 
@@ -44,7 +45,9 @@ static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotByte
 // owner must not call it while the owner is inside a write: the producer guards that).
 //
 // Zero-initialised it is detached, which is how it starts in thread-local storage.
-class RingWriter {
+//
+// Hidden: each library that writes records inlines its own copy (never a call through the PLT).
+class __attribute__((visibility("hidden"))) RingWriter {
  public:
   // Takes the ring the calling thread has just claimed (state kClaiming): `shared` is its
   // header, `slots` its first slot, `capacity` its slot count (a power of two). Sequence
@@ -59,6 +62,7 @@ class RingWriter {
     cached_tail_ = shared->tail.load(std::memory_order_relaxed);
     next_seq_ = 0;
     own_drops_ = 0;
+    gap_ = 0;
     shared->drops.store(0, std::memory_order_relaxed);
   }
   // Forgets the ring (thread exit hands it to the drainer; a fork child must not write into
@@ -104,7 +108,50 @@ class RingWriter {
       put_payload(name_len, attrs, attrs_len);
     }
     next_seq_ += 1;
+    gap_ = 0;
     publish(need);
+    return true;
+  }
+
+  // Whether the next record may be a CompactRecord: no record was dropped since the last one
+  // written. A compact record carries only the low 32 bits of its sequence number, so the
+  // drainer must know it from the record before (the first record after a drop is ordinary).
+  bool compact_allowed() const noexcept { return gap_ == 0; }
+
+  // Writes one CompactRecord (one slot) and publishes it (release of head): the fields as
+  // given (`keys`: the 4 key ids, key i in bits 16i..16i+15; `flags`: kRecordCompact, maybe
+  // kRecordTsc), seq_lo from the next sequence number. Call only when compact_allowed(). When
+  // the ring has no room the record is dropped and counted like write()'s; returns false.
+  bool write_compact(uint64_t ts, uint64_t inv, uint64_t hid, const uint32_t* values,
+                     uint32_t dur, uint16_t flags, uint16_t name, uint64_t keys, uint8_t depth,
+                     uint8_t attrs) noexcept {
+    if (!has_room(1)) {
+      count_drops(1);
+      return false;
+    }
+    // The writer's fields in locals: the slot stores below cannot alias them then, so none is
+    // reloaded; the record is 8 stores of 8 bytes.
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* const rec = slots + (head & mask) * kSlotBytes;
+    static_assert(offsetof(CompactRecord, seq_lo) == 44 && offsetof(CompactRecord, keys) == 54 &&
+                  offsetof(CompactRecord, depth) == 62, "the words below follow this layout");
+    store_word(rec, 0, ts);
+    store_word(rec, 1, inv);
+    store_word(rec, 2, hid);
+    std::memcpy(rec + 24, values, 16);
+    store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
+    // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
+    store_word(rec, 6, 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48);
+    store_word(rec, 7, keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    next_seq_ = seq + 1;
+    own_head_ = head + 1;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + 1, std::memory_order_release);
+    // As publish(): the slot kPrefetchSlots ahead, for writing.
+    __builtin_prefetch(slots + ((head + 1 + kPrefetchSlots) & mask) * kSlotBytes, 1);
     return true;
   }
 
@@ -128,6 +175,7 @@ class RingWriter {
     rec->slots = 1;
     rec->flags = kRecordReentrant;
     next_seq_ += n;
+    gap_ = 0;  // the marker carries the whole sequence number
     own_head_ += 1;
     // release: the marker's bytes are visible to the drainer's acquire of head.
     shared_->head.store(own_head_, std::memory_order_release);
@@ -139,6 +187,10 @@ class RingWriter {
   // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the
   // slots just written, which costs nothing.
   static constexpr uint32_t kPrefetchSlots = 16;
+
+  static void store_word(std::byte* rec, uint32_t i, uint64_t v) noexcept {
+    std::memcpy(rec + 8 * i, &v, 8);
+  }
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
@@ -156,6 +208,7 @@ class RingWriter {
   // `n` records found the ring full: their sequence numbers are never published (a gap).
   void count_drops(uint64_t n) noexcept {
     next_seq_ += n;
+    gap_ = 1;
     own_drops_ += n;
     // release: the drainer pairs its acquire of drops with its acquire of head to attribute
     // the gap; only the owner writes drops, so a store of the private copy suffices.
@@ -237,28 +290,36 @@ class RingWriter {
   uint64_t cached_tail_;  // last value read of shared_->tail (the drainer's)
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
+  uint32_t gap_;          // 1: records were dropped since the last one written (no compact)
 };
 
 // ---- drainer side ----------------------------------------------------------------------------
 
 enum class ReadStatus : uint8_t {
-  kRecord,   // `out` holds a valid record occupying out.header.slots slots
-  kCorrupt,  // the slots at the read position are not a valid record; `why` says what is wrong
+  kRecord,     // `out` holds a valid record occupying out.header.slots slots
+  kCorrupt,    // the slots at the read position are not a valid record; `why` says what is wrong
+  kBadString,  // a compact record, well framed, whose name or a key does not resolve in the
+               // string table: it is consumed (the position moves past its one slot), out.header
+               // holds its seq (and ts, depth), nothing else of it is usable; `why` says which id
+               // and why. The ring is intact: the caller drops this one record (corrupt).
 };
 
 // The drainer's end of one ring. Treats the ring as untrusted: the head it is given is checked
 // to be within one ring of its position, each record is copied out of shared memory once and
-// the copy validated (slot count, lengths, flags, sequence, packed attributes); a failed check
-// returns kCorrupt with the reason instead of reading further. Never writes to the segment
-// (the tail moves through the commit journal). Drainer thread only.
+// the copy validated (slot count, lengths, flags, sequence, packed attributes, string ids of a
+// compact record); a failed check returns kCorrupt with the reason instead of reading further.
+// Never writes to the segment (the tail moves through the commit journal). Drainer thread only.
 class RingReader {
  public:
   RingReader() noexcept = default;
   // Ring `shared` with its first slot at `slots` and `capacity` slots (a power of two), all
-  // from a validated SegmentView; reading starts at `position` (the committed tail).
+  // from a validated SegmentView; reading starts at `position` (the committed tail). `strings`
+  // resolves the ids of compact records (kRecordCompact); shared by every ring of a segment
+  // and must outlive the reader. Null: every compact record reads as kBadString.
   RingReader(const RingHeader* shared, const std::byte* slots, uint64_t capacity,
-             uint64_t position) noexcept
-      : shared_(shared), slots_(slots), capacity_(capacity), position_(position) {}
+             uint64_t position, StringTableReader* strings = nullptr) noexcept
+      : shared_(shared), slots_(slots), capacity_(capacity), position_(position),
+        strings_(strings) {}
 
   // The producer's published head. acquire: pairs with its release of head; every slot below
   // the value read is complete.
@@ -269,14 +330,23 @@ class RingReader {
 
   // Copies the record at position() into `out` and validates the copy, given the `head` read
   // by head() (head - position() must be in 1..capacity, checked here) and the smallest
-  // sequence number the record may carry. On kRecord the position moves past the record.
+  // sequence number the record may carry: the caller's next expected one. An ordinary record
+  // carries its sequence number; a compact record (kRecordCompact) is only written right after
+  // the previous record, so its sequence number is `min_seq` and its seq_lo must match it
+  // (else kCorrupt). A compact record comes out as the ordinary record of the same span would:
+  // flags without kRecordCompact (kRecordTsc kept), name bytes resolved, attribute text
+  // formatted as unpack_attrs formats packed integers (cut at kAttrsRawMax alike). On kRecord
+  // and kBadString the position moves past the record.
   ReadStatus read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why);
 
  private:
+  ReadStatus read_compact(uint64_t pos, uint64_t min_seq, RecordCopy& out, std::string& why);
+
   const RingHeader* shared_ = nullptr;
   const std::byte* slots_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t position_ = 0;
+  StringTableReader* strings_ = nullptr;
 };
 
 }  // namespace spanring

@@ -5,6 +5,7 @@
 // allocation; it touches the thread's own ring slots and the producer line of its ring header,
 // and reads the drainer's tail only when the ring looks full.
 #include "src/producer.h"
+#include "src/string_table.h"
 
 #include <spanring/encode.h>
 #include <spanring/packed_attrs.h>
@@ -16,20 +17,64 @@
 namespace spanring {
 namespace {
 
-// Writes one record into the calling thread's ring, claiming one on its first record. name_len
-// and attrs_len are already bounded to kNameRawMax and kAttrsRawMax (kAttrsPackedMax for
-// kRecordPackedAttrs). Returns false when the record was dropped (and counted).
-bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
-                  uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
-                  uint16_t flags) noexcept {
+// ---- the literal-id cache
+//
+// A string literal's string id, by its address: a direct-mapped table of words `pointer << 16 |
+// id`, one per slot, so a lookup is a multiply, a shift, a load and a compare. Written with
+// one 64-bit store (never torn); a collision just overwrites (the evicted literal is looked up
+// in the segment's table again on its next use). id 0 cached for a pointer means it cannot be
+// interned (too long, or the table has no room within the probe limit, which never changes:
+// entries are never freed), so its spans are ordinary without asking the table again.
+// Process-wide; cleared at attach. A forked child keeps it (it keeps the segment and the ids);
+// exec starts with it empty. Only pointers below 2^48 are cached (the shift keeps 48 bits),
+// which is every user-space pointer with 4-level paging; others are looked up every time.
+constexpr uint32_t kLiteralIdBits = 11;  // 2048 slots (16 KiB): far more than hot literals
+alignas(64) std::atomic<uint64_t> g_literal_ids[1u << kLiteralIdBits];
+
+inline std::atomic<uint64_t>& literal_slot(const char* p) noexcept {
+  // Fibonacci hashing: nearby literals (one .rodata) land on different slots.
+  return g_literal_ids[(reinterpret_cast<uintptr_t>(p) * 0x9e3779b97f4a7c15ull) >>
+                       (64 - kLiteralIdBits)];
+}
+
+// Interns the literal at `p` (len bytes; 0: measure it) and caches its id.
+__attribute__((noinline)) uint16_t literal_id_slow(const char* p, uint32_t len) noexcept {
+  if (len == 0) len = static_cast<uint32_t>(strnlen(p, kStringMaxBytes + 1));
+  const uint16_t id = intern(g_process.strings, p, len, &g_process.header->strings_full);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  // release: pairs with literal_id's acquire, so a thread that finds the id also sees the
+  // entry kStringReady (this thread acquired that in intern), and the drainer, acquiring the
+  // head that thread publishes, does too.
+  if ((at >> 48) == 0) literal_slot(p).store(at << 16 | id, std::memory_order_release);
+  return id;
+}
+
+// The string id of literal `p` (len bytes, 0 = unknown), 0 when it cannot be interned.
+inline uint16_t literal_id(const char* p, uint32_t len) noexcept {
+  // acquire: pairs with literal_id_slow's release (free on x86-64: a plain load).
+  const uint64_t x = literal_slot(p).load(std::memory_order_acquire) ^
+                     (reinterpret_cast<uintptr_t>(p) << 16);
+  if (__builtin_expect(x < 0x10000, 1)) return static_cast<uint16_t>(x);
+  return literal_id_slow(p, len);
+}
+
+// ---- the record write
+
+// Runs `write(RingWriter&)`, which writes one record into the calling thread's ring, claiming
+// one on its first record, under the thread's guard: a vfork child's record is dropped
+// (vfork_drops); a signal handler's record while this thread is inside a write is dropped and
+// later announced by a kRecordReentrant marker. Returns what `write` returned (false: dropped
+// and counted), false when dropped here.
+template <class Write>
+inline bool guarded_write(Write&& write) noexcept {
   ThreadState& t = t_state;
-  if (t.busy | spanring_vfork_child) {
+  if (__builtin_expect(t.busy | spanring_vfork_child, 0)) {
     if (spanring_vfork_child) {
       // relaxed: a report counter.
       g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    // A signal handler interrupted this thread inside write_record: the ring is SPSC and the
+    // A signal handler interrupted this thread inside a write: the ring is SPSC and the
     // interrupted writer owns the slots, so this record is dropped; the interrupted writer
     // publishes a kRecordReentrant marker for it when it finishes.
     t.reentrant_drops.fetch_add(1, std::memory_order_relaxed);
@@ -37,7 +82,7 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
   }
   t.busy = 1;
   std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
-  if (t.ring.shared() == nullptr) {
+  if (__builtin_expect(t.ring.shared() == nullptr, 0)) {
     if (t.no_ring_wait > 0 || !claim_ring(t)) {
       if (t.no_ring_wait == 0) t.no_ring_wait = kNoRingRetry;
       --t.no_ring_wait;
@@ -52,24 +97,34 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
       return false;
     }
   }
-  const bool stored = t.ring.write(name, name_len, attrs, attrs_len, ts, dur, inv, hid, depth,
-                                   flags);
+  const bool stored = write(t.ring);
   // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
   // handler that runs between the last check and busy = 0 is caught by the check after it.
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
   // (A plain load first: the exchange is a locked instruction, too dear for every record.)
   for (;;) {
-    if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
+    if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
       t.ring.write_reentrant_marker(
           t.reentrant_drops.exchange(0, std::memory_order_relaxed));
     std::atomic_signal_fence(std::memory_order_seq_cst);
     t.busy = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (t.reentrant_drops.load(std::memory_order_relaxed) == 0) break;
+    if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) == 0, 1)) break;
     t.busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }
   return stored;
+}
+
+// Writes one ordinary record. name_len and attrs_len are already bounded to kNameRawMax and
+// kAttrsRawMax (kAttrsPackedMax for kRecordPackedAttrs). Returns false when the record was
+// dropped (and counted).
+bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                  uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
+                  uint16_t flags) noexcept {
+  return guarded_write([&](RingWriter& ring) {
+    return ring.write(name, name_len, attrs, attrs_len, ts, dur, inv, hid, depth, flags);
+  });
 }
 
 // A caller-supplied start before the process' clock anchor (a span begun before attach, or a
@@ -113,6 +168,12 @@ bool emit_checked(const char* name, uint32_t name_len, uint64_t inv, uint64_t hi
 
 }  // namespace
 
+void clear_literal_ids() noexcept {
+  // relaxed: attach runs before g_segment is published (release), which orders these stores
+  // for every thread that then records.
+  for (auto& slot : g_literal_ids) slot.store(0, std::memory_order_relaxed);
+}
+
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
@@ -122,14 +183,44 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
                       attrs_len);
 }
 
-bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
-  if (!enabled()) return false;
+namespace detail {
+
+bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
   const ThreadState& t = t_state;
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
   if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
   return emit_checked(name, bounded_len(name, kNameRawMax), t.inv, t.hid, t.depth, ts_ns, dur_ns,
                       attrs, attrs_len);
 }
+
+bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                  int64_t ts_ns, int64_t dur_ns) noexcept {
+  const ThreadState& t = t_state;
+  if (__builtin_expect(before_anchor(ts_ns), 0)) lower_anchor(attrs, attrs_len);
+  const uint32_t depth = t.depth;
+  // Compact: both ids known, ts and dur in range (negative ones are invalid: emit_checked).
+  if (ts_ns >= 0 && static_cast<uint64_t>(dur_ns) <= 0xffffffffu && depth <= 0xff) {
+    const uint16_t name_id = literal_id(name, name_len);
+    const uint16_t attrs_id = attrs_len != 0 ? literal_id(attrs, attrs_len) : 0;
+    if (name_id != 0 && (attrs_id != 0 || attrs_len == 0)) {
+      const uint64_t inv = t.inv;
+      const uint64_t hid = t.hid;
+      return guarded_write([&](RingWriter& ring) {
+        if (__builtin_expect(!ring.compact_allowed(), 0))
+          return ring.write(name, name_len, attrs, attrs_len, static_cast<uint64_t>(ts_ns),
+                            static_cast<uint64_t>(dur_ns), inv, hid, depth, 0);
+        static constexpr uint32_t kNoValues[kCompactAttrs] = {};
+        return ring.write_compact(static_cast<uint64_t>(ts_ns), inv, hid, kNoValues,
+                                  static_cast<uint32_t>(dur_ns), kRecordCompact, name_id,
+                                  attrs_id, static_cast<uint8_t>(depth),
+                                  attrs_id != 0 ? kCompactAttrsText : 0);
+      });
+    }
+  }
+  return emit_checked(name, name_len, t.inv, t.hid, depth, ts_ns, dur_ns, attrs, attrs_len);
+}
+
+}  // namespace detail
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
   ThreadState& t = t_state;
@@ -152,17 +243,31 @@ void Span::begin(const char* name, size_t name_len) noexcept {
     return;  // name_ stays null: the span is inactive
   }
   ThreadState& t = t_state;
-  name_ = name != nullptr ? name : "";  // an empty name is reported as an invalid record
-  if (name_len == kNameLenUnknown || name == nullptr) name_len = strnlen(name_, kNameRawMax);
+  uint16_t name_id = 0;
+  if (name_len != kNameLenUnknown) {
+    // A literal (span.h): its id by pointer, when it can have one.
+    if (name_len - 1 < kStringMaxBytes)
+      name_id = literal_id(name, static_cast<uint32_t>(name_len));
+  } else {
+    if (name == nullptr) name = "";  // an empty name is reported as an invalid record
+    name_len = strnlen(name, kNameRawMax);
+  }
+  name_ = name;
   name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
-  depth_ = t.depth++;
+  name_id_ = name_id;
+  const uint32_t depth = t.depth++;
+  depth_ = depth;
   inv_ = t.inv;
   hid_ = t.hid;
-  attrs_len_ = 0;
+  count_ = 0;
+  negative_ = 0;
   packed_ = true;
-  tsc_ = g_process.use_tsc;
-  start_ = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
-  if (t.ring.shared() == nullptr && t.busy == 0 && t.no_ring_wait == 0) {
+  attrs_len_ = 0;
+  const bool tsc = g_process.use_tsc;
+  tsc_ = tsc;
+  const int64_t start = tsc ? static_cast<int64_t>(read_tsc()) : now_ns();
+  start_ = start;
+  if (__builtin_expect(t.ring.shared() == nullptr, 0) && t.busy == 0 && t.no_ring_wait == 0) {
     // The thread's first record-to-be claims its ring now, so that this span is described in
     // the ring's open-span stack if the process dies before it ends.
     t.busy = 1;
@@ -172,22 +277,29 @@ void Span::begin(const char* name, size_t name_len) noexcept {
     t.busy = 0;
   }
   RingHeader* const ring = t.ring.shared();
-  if (ring != nullptr && depth_ < kOpenSpanMax) {
-    OpenSpan& o = ring->open[depth_];
-    const uint32_t n = name_len_;
-    o.ts_ns = static_cast<uint64_t>(start_);
+  if (ring == nullptr) return;
+  if (depth < kOpenSpanMax) {
+    OpenSpan& o = ring->open[depth];
+    o.ts_ns = static_cast<uint64_t>(start);
     o.inv = inv_;
     o.hid = hid_;
-    o.depth = depth_;
-    o.name_len = static_cast<uint8_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
-    o.flags = static_cast<uint8_t>((n > kOpenNameBytes ? kOpenNameCut : 0) | (tsc_ ? kOpenTsc : 0));
-    o.name_id = 0;
-    RingWriter::copy_small(o.name, name_, o.name_len);
+    o.depth = depth;
+    if (name_id != 0) {
+      // An interned name: its id, no bytes.
+      o.name_len = 0;
+      o.flags = tsc ? kOpenTsc : 0;
+      o.name_id = name_id;
+    } else {
+      const uint32_t n = name_len_;
+      o.name_len = static_cast<uint8_t>(n < kOpenNameBytes ? n : kOpenNameBytes);
+      o.flags =
+          static_cast<uint8_t>((n > kOpenNameBytes ? kOpenNameCut : 0) | (tsc ? kOpenTsc : 0));
+      o.name_id = 0;
+      RingWriter::copy_small(o.name, name_, o.name_len);
+    }
   }
-  if (ring != nullptr) {
-    // relaxed: read by the drainer only once this process is dead.
-    ring->open_depth.store(depth_ + 1, std::memory_order_relaxed);
-  }
+  // relaxed: read by the drainer only once this process is dead.
+  ring->open_depth.store(depth + 1, std::memory_order_relaxed);
 }
 
 void Span::end() noexcept {
@@ -195,15 +307,74 @@ void Span::end() noexcept {
   ThreadState& t = t_state;
   t.depth -= 1;
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
-  emit_checked(name_, name_len_, inv_, hid_, depth_, start_, end > start_ ? end - start_ : 0,
-               attrs_, attrs_len_,
-               static_cast<uint16_t>((tsc_ ? kRecordTsc : 0) |
-                                     (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs : 0)));
+  const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
+  const uint16_t flags = tsc_ ? kRecordTsc : 0;
+  bool written = false;
+  if (count_ != kSpilled && name_id_ != 0 && dur <= 0xffffffffu && depth_ <= 0xff) {
+    // Compact when every key has an id too.
+    const uint32_t count = count_;
+    uint64_t keys = 0;
+    uint32_t i = 0;
+#pragma GCC unroll 4
+    for (; i < kCompactAttrs; ++i) {
+      if (i == count) break;
+      const uint16_t id = literal_id(keys_[i], 0);
+      if (id == 0) break;
+      keys |= uint64_t{id} << (16 * i);
+    }
+    if (i == count) {
+      written = true;
+      guarded_write([&](RingWriter& ring) {
+        if (__builtin_expect(!ring.compact_allowed(), 0)) {
+          // The first record after a drop carries the whole sequence number: ordinary.
+          spill();
+          return ring.write(name_, name_len_, attrs_, attrs_len_, static_cast<uint64_t>(start_),
+                            dur, inv_, hid_, depth_,
+                            static_cast<uint16_t>(
+                                flags | (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs : 0)));
+        }
+        return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
+                                  static_cast<uint32_t>(dur),
+                                  static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,
+                                  static_cast<uint8_t>(depth_),
+                                  static_cast<uint8_t>(count_ | negative_ << 4));
+      });
+    }
+  }
+  if (!written) {
+    if (count_ != kSpilled) spill();
+    emit_checked(name_, name_len_, inv_, hid_, depth_, start_, static_cast<int64_t>(dur), attrs_,
+                 attrs_len_,
+                 static_cast<uint16_t>(flags | (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs
+                                                                           : 0)));
+  }
   // After the record is published: a process killed in between reports the span both written
   // and open, which the drainer recognises (the last record has its ts and depth); lowering the
   // depth first would lose it silently.
   if (RingHeader* ring = t.ring.shared(); ring != nullptr && spanring_vfork_child == 0)
     ring->open_depth.store(depth_, std::memory_order_relaxed);
+}
+
+// The compact attributes become packed tokens (or text, past the packed limit), in order.
+void Span::spill() noexcept {
+  if (count_ == kSpilled) return;
+  const uint32_t n = count_;
+  count_ = kSpilled;  // append_number's own spill() returns at once
+  for (uint32_t i = 0; i < n; ++i) {
+    const bool negative = (negative_ >> i & 1) != 0;
+    const uint64_t magnitude =
+        negative ? uint64_t{0} - static_cast<uint64_t>(static_cast<int32_t>(values_[i]))
+                 : uint64_t{values_[i]};
+    // A compact key is a literal of at most kStringMaxBytes bytes (span.h).
+    append_number(std::string_view{keys_[i], strnlen(keys_[i], kStringMaxBytes)}, negative,
+                  magnitude);
+  }
+}
+
+void Span::add_number(const char* key, size_t key_len, bool negative,
+                      uint64_t magnitude) noexcept {
+  spill();
+  append_number(std::string_view{key, key_len}, negative, magnitude);
 }
 
 void Span::append(std::string_view text) noexcept {
@@ -228,6 +399,7 @@ void Span::unpack() noexcept {
 // An integer attribute the inline attr() could not pack (its check assumes 8 value bytes): packed
 // when the token still fits exactly, else as text after unpacking, cut at the limit.
 void Span::append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept {
+  spill();
   if (packed_) {
     if (key.size() <= kAttrsRawMax && attrs_len_ + kPackedTokenFixed + key.size() +
                                               packed_value_bytes(magnitude) <= kAttrsPackedMax) {
@@ -261,6 +433,7 @@ void Span::append_int(std::string_view key, int64_t value) noexcept {
 }
 
 void Span::append_text(std::string_view key, std::string_view value) noexcept {
+  spill();
   if (packed_) unpack();
   if (attrs_len_ != 0) append(" ");
   append(key);

@@ -64,11 +64,28 @@ void set_thread_name(const char* name) noexcept;
 // text (NULL or "" = none). A NULL or empty name, or a negative ts/dur, drops the record (counted
 // with reason `invalid`). Returns true when the record was stored in the ring, false when it was
 // dropped or tracing is disabled.
-bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs = nullptr) noexcept;
+//
+// Inline: a disabled process pays a load and a branch. When `name` and `attrs` are string
+// literals (detected at compile time, see "Literal strings" at Span) the record is usually one
+// compact slot naming both by string id; any other call takes detail::emit_text.
+inline bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
+                 const char* attrs = nullptr) noexcept;
 
 // Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit().
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept;
+
+namespace detail {
+// emit() for any name and attributes (measured with strnlen, copied into the record). Same
+// contract as emit(), which has already checked that tracing is enabled.
+bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept;
+// emit() for a literal name (name_len = strlen, 1..kStringMaxBytes) and literal attributes
+// (`attrs` null or attrs_len = strlen <= kStringMaxBytes): both pointers are looked up in the
+// literal-id cache, and the record is compact when both have ids (else as emit_text). Same
+// contract as emit().
+bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                  int64_t ts_ns, int64_t dur_ns) noexcept;
+}  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
 // is in scope; restores the previous ones when it ends. Nestable; thread-local.
@@ -87,14 +104,33 @@ class Invocation {
 // A span that starts when constructed and is recorded when destroyed, at depth = number of Spans
 // open on this thread around it. `name` must stay valid until the Span ends (a literal is the
 // usual case). Attributes are appended in order as raw `key=value` tokens; past 193 raw bytes
-// they are cut (the drainer marks the cut with `~`). Integer attributes are stored packed
-// (packed_attrs.h) until a text attribute or the size limit turns them into that text. Use on
-// one thread only.
+// they are cut (the drainer marks the cut with `~`). Use on one thread only.
+//
+// How a Span is stored (the output is the same bytes whichever way):
+// - compact: a literal name and up to kCompactAttrs (4) integer attributes with literal keys
+//   and values that fit in 32 bits (signed or unsigned) are kept as (key pointer, value) pairs
+//   in the Span and written as one 64-byte CompactRecord naming the name and keys by string id
+//   (segment_layout.h), when the ids are known and the span's duration is < 2^32 ticks/ns and
+//   its depth <= 255;
+// - ordinary: anything else (a runtime name or key, a text attribute, a fifth integer, a wider
+//   value, a record after a drop) goes out as today's RecordHeader record: integers packed
+//   (packed_attrs.h) until a text attribute or the size limit turns them into that text.
+//
+// Literal strings: a name or key is taken for a literal when GCC can fold
+// `__builtin_constant_p(__builtin_strlen(p))`, i.e. a string literal or a constant char array
+// seen through the inlined call, with optimization (-O1 and up). Its string id is cached per
+// process by *pointer* (the first use interns it in the segment's string table, later ones
+// look the pointer up: a few instructions). -O0 builds, clang and every runtime pointer take
+// the ordinary path. Known limit of caching by pointer: a literal of a library that is
+// dlclose'd, whose address is later reused by another loaded library's different literal, is
+// taken for the old string (its id names the old bytes) until the process attaches again. Do
+// not dlclose libraries that record spans, or name their spans with runtime strings.
 class Span {
  public:
   explicit Span(const char* name) noexcept {
-    // A literal's length is known here at compile time (no strnlen in the library); any other
-    // name is measured once, in begin().
+    // A literal's length is known here at compile time (no strnlen in the library), and only a
+    // literal's pointer may stand for its bytes: begin() looks its string id up by pointer.
+    // Any other name is measured once, in begin().
     if (enabled())
       begin(name, __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                                : kNameLenUnknown);
@@ -105,29 +141,86 @@ class Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
 
-  // Each attr() is an inline check; while recording, an integer is stored inline as a packed
-  // token (packed_attrs.h: the key's bytes and the value's, formatted by the drainer) when it
-  // surely fits, else by a call into the library, which unpacks to text and cuts at the limit.
+  // Integer attributes with a `const char*` key (a literal key binds here before
+  // std::string_view). A literal key and a 32-bit value are kept inline while the span is
+  // compact (at most kCompactAttrs); anything else goes on as with a std::string_view key.
   // A span on a process with tracing disabled costs no call at all.
+  Span& attr(const char* key, int64_t value) noexcept {
+    if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
+      if (name_ != nullptr) {
+        if (count_ < kCompactAttrs && value == static_cast<int32_t>(value)) {
+          keys_[count_] = key;
+          values_[count_] = static_cast<uint32_t>(value);
+          negative_ = static_cast<uint8_t>(negative_ | (value < 0 ? 1u << count_ : 0u));
+          ++count_;
+        } else {
+          add_number(key, __builtin_strlen(key), value < 0,
+                     value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+        }
+      }
+      return *this;
+    }
+    return attr(std::string_view{key != nullptr ? key : ""}, value);
+  }
+  Span& attr(const char* key, uint64_t value) noexcept {
+    if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
+      if (name_ != nullptr) {
+        if (count_ < kCompactAttrs && value <= 0xffffffffu) {
+          keys_[count_] = key;
+          values_[count_] = static_cast<uint32_t>(value);
+          ++count_;
+        } else {
+          add_number(key, __builtin_strlen(key), false, value);
+        }
+      }
+      return *this;
+    }
+    return attr(std::string_view{key != nullptr ? key : ""}, value);
+  }
+  Span& attr(const char* key, int value) noexcept { return attr(key, int64_t{value}); }
+  Span& attr(const char* key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
+  Span& attr(const char* key, long long value) noexcept {
+    return attr(key, static_cast<int64_t>(value));
+  }
+  Span& attr(const char* key, unsigned long long value) noexcept {
+    return attr(key, static_cast<uint64_t>(value));
+  }
+  // Text values with a `const char*` key: as with a std::string_view key.
+  Span& attr(const char* key, std::string_view value) noexcept {
+    return attr(std::string_view{key != nullptr ? key : ""}, value);
+  }
+  Span& attr(const char* key, const char* value) noexcept {
+    return attr(std::string_view{key != nullptr ? key : ""},
+                std::string_view{value != nullptr ? value : ""});
+  }
+
+  // Integer attributes with any key: stored inline as a packed token (packed_attrs.h: the
+  // key's bytes and the value's, formatted by the drainer) when it surely fits, else by a call
+  // into the library, which unpacks to text and cuts at the limit. The span is ordinary from
+  // here on (its compact attributes, if any, become packed tokens first).
   Span& attr(std::string_view key, int64_t value) noexcept {
     if (name_ != nullptr) {
-      if (fits(key))
+      if (fits(key)) {
+        count_ = kSpilled;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
                                  value < 0 ? kPackedNegative : kPackedUnsigned,
                                  value < 0 ? 0 - static_cast<uint64_t>(value)
                                            : static_cast<uint64_t>(value));
-      else
+      } else {
         append_int(key, value);
+      }
     }
     return *this;
   }
   Span& attr(std::string_view key, uint64_t value) noexcept {
     if (name_ != nullptr) {
-      if (fits(key))
+      if (fits(key)) {
+        count_ = kSpilled;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
                                  kPackedUnsigned, value);
-      else
+      } else {
         append_uint(key, value);
+      }
     }
     return *this;
   }
@@ -153,6 +246,8 @@ class Span {
 
  private:
   static constexpr size_t kNameLenUnknown = ~size_t{0};
+  // count_ once the attributes are in attrs_ (packed or text): the span is ordinary.
+  static constexpr uint8_t kSpilled = 0xff;
   void begin(const char* name, size_t name_len) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
@@ -160,11 +255,16 @@ class Span {
   void append_uint(std::string_view key, uint64_t value) noexcept;
   void append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept;
   void append_text(std::string_view key, std::string_view value) noexcept;
+  // A literal key's integer that cannot be kept compact (a fifth one, or wider than 32 bits).
+  void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
+  // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
+  void spill() noexcept;
   void unpack() noexcept;
 
-  // Still packed, and room for a token with any value (pack_token stores 8 value bytes).
+  // Ordinary (or nothing compact yet), still packed, and room for a token with any value
+  // (pack_token stores 8 value bytes). count_ 0 or kSpilled: uint8_t(count_ + 1) <= 1.
   bool fits(std::string_view key) const noexcept {
-    return packed_ && key.size() <= kAttrsRawMax &&
+    return static_cast<uint8_t>(count_ + 1) <= 1 && packed_ && key.size() <= kAttrsRawMax &&
            attrs_len_ + key.size() + kPackedTokenFixed + 8 <= kAttrsPackedMax;
   }
 
@@ -175,12 +275,31 @@ class Span {
   uint64_t inv_;
   uint64_t hid_;
   uint32_t depth_;
-  uint16_t name_len_;  // min(strlen(name_), kNameRawMax), measured once at begin
-  uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  uint16_t name_len_;   // min(strlen(name_), kNameRawMax), measured once at begin
+  uint16_t name_id_;    // string id of a literal name_, 0: none (the record is ordinary)
+  uint8_t count_;       // compact attributes in keys_/values_, 0..kCompactAttrs, or kSpilled
+  uint8_t negative_;    // bit i: values_[i] is a negative value (two's complement, 32 bits)
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
+  uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
+  uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
 };
+
+inline bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
+  if (!enabled()) return false;
+  // Both literals (see "Literal strings" at Span): their ids can be cached by pointer.
+  if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
+      __builtin_strlen(name) <= kStringMaxBytes && __builtin_constant_p(attrs == nullptr) &&
+      (attrs == nullptr || (__builtin_constant_p(__builtin_strlen(attrs)) &&
+                            __builtin_strlen(attrs) <= kStringMaxBytes)))
+    return detail::emit_literal(name, static_cast<uint32_t>(__builtin_strlen(name)), attrs,
+                                attrs == nullptr ? 0u
+                                                 : static_cast<uint32_t>(__builtin_strlen(attrs)),
+                                ts_ns, dur_ns);
+  return detail::emit_text(name, ts_ns, dur_ns, attrs);
+}
 
 // A span that compiles to nothing when SPANRING_COMPILED_OUT is defined.
 #ifdef SPANRING_COMPILED_OUT
