@@ -268,6 +268,8 @@ class Span {
   void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
   // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
   void spill() noexcept;
+  // The string ids of the compact keys (library side; ThreadState is the producer's).
+  bool key_ids(struct ThreadState& t, uint64_t& keys) const noexcept;
   void unpack() noexcept;
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
