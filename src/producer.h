@@ -57,12 +57,14 @@ extern ProcessState g_process;
 // A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a
 // span of name ids ≡ slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last
 // one resolves its keys with pointer compares instead of one literal-id lookup per key.
+namespace detail {
 struct KeyMemo {
   const char* keys[kCompactAttrs];  // the literal keys, in order
   uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
   uint32_t count;                   // keys in use; 0: empty
   uint32_t epoch;                   // g_literal_epoch when filled (ids of that segment)
 };
+}  // namespace detail
 inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread
 
 // Per-thread producer state. initial-exec TLS: a fixed offset from the thread pointer, so the
@@ -82,7 +84,7 @@ struct ThreadState {
   // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
   uint32_t name_set;
   char name[sizeof(RingHeader::thread_name)];
-  KeyMemo key_memo[kKeyMemoSlots];
+  detail::KeyMemo key_memo[kKeyMemoSlots];
 };
 // constinit: zero-initialised, no dynamic initialisation, so other units read it directly
 // instead of through a TLS wrapper call (3 instructions per access on the hot path).

@@ -250,7 +250,8 @@ void Span::begin(const char* name, size_t name_len) noexcept {
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
-    return;  // name_ stays null: the span is inactive
+    name_ = nullptr;  // the span is inactive
+    return;
   }
   ThreadState& t = t_state;
   uint16_t name_id = 0;
@@ -316,14 +317,14 @@ void Span::begin(const char* name, size_t name_len) noexcept {
 // of the last key set of a span of this name when the keys are the same pointers (compares
 // only), else looked up one by one and memoized. False when a key has no id. Inside the
 // thread's guard only (the memo is not signal-safe otherwise).
-__attribute__((always_inline)) inline bool Span::key_ids(ThreadState& t,
+__attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
                                                         uint64_t& keys) const noexcept {
   const uint32_t count = count_;
   if (count == 0) {
     keys = 0;
     return true;
   }
-  KeyMemo& memo = t.key_memo[name_id_ % kKeyMemoSlots];
+  detail::KeyMemo& memo = memos[name_id_ % kKeyMemoSlots];
   bool same = memo.count == count && memo.epoch == g_literal_epoch;
 #pragma GCC unroll 4
   for (uint32_t k = 0; k < kCompactAttrs && k < count; ++k) same &= memo.keys[k] == keys_[k];
@@ -357,7 +358,7 @@ void Span::end() noexcept {
       // Inside the guard (busy): the thread's key memo is never used by one of its own signal
       // handlers meanwhile (a handler's record is refused before it gets here).
       uint64_t keys = 0;
-      if (__builtin_expect(ring.compact_allowed() && key_ids(t, keys), 1))
+      if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1))
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
                                   static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,

@@ -94,6 +94,7 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
 // contract as emit().
 bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
                   int64_t ts_ns, int64_t dur_ns) noexcept;
+struct KeyMemo;  // the producer's per-thread memo of key ids (library internal)
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -140,9 +141,13 @@ class Span {
     // A literal's length is known here at compile time (no strnlen in the library), and only a
     // literal's pointer may stand for its bytes: begin() looks its string id up by pointer.
     // Any other name is measured once, in begin().
+    // Disabled: name_ = nullptr on this path only, where the destructor's check sees it (and
+    // both vanish); begin() sets name_ itself.
     if (enabled())
       begin(name, __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                                : kNameLenUnknown);
+    else
+      name_ = nullptr;
   }
   ~Span() {
     if (name_ != nullptr) end();
@@ -268,8 +273,8 @@ class Span {
   void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
   // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
   void spill() noexcept;
-  // The string ids of the compact keys (library side; ThreadState is the producer's).
-  bool key_ids(struct ThreadState& t, uint64_t& keys) const noexcept;
+  // The string ids of the compact keys (library side: `memo` is the calling thread's).
+  bool key_ids(detail::KeyMemo* memo, uint64_t& keys) const noexcept;
   void unpack() noexcept;
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
@@ -279,9 +284,9 @@ class Span {
            attrs_len_ + key.size() + kPackedTokenFixed + 8 <= kAttrsPackedMax;
   }
 
-  // Only name_ is initialised here: a disabled span stores nothing else (each store counts at
-  // this size). The rest is set by begin() and read only while name_ is non-null.
-  const char* name_ = nullptr;  // null: tracing was disabled at construction
+  // Only name_ is set by the constructor: a disabled span stores nothing else (each store counts
+  // at this size). The rest is set by begin() and read only while name_ is non-null.
+  const char* name_;  // null: tracing was disabled at construction (or a vfork child's span)
   int64_t start_;               // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
   uint64_t inv_;
   uint64_t hid_;
