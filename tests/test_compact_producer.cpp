@@ -11,6 +11,7 @@
 #include <spanring/span.h>
 
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -306,4 +307,47 @@ TEST_CASE("a string table without room makes ordinary records and counts it, los
   CHECK(attrs_text(recs[1]) == "a=2");
   // Counted once: the literal's failure is cached for the process.
   CHECK(t.seg.view().header().strings_full.load(std::memory_order_relaxed) == 1);
+}
+
+TEST_CASE("a forked child keeps the literal ids: its compact records name the parent's entries") {
+  TestSegment t("fork");
+  uint16_t parent_name = 0;
+  std::thread([&] {
+    { Span s{"fork.span"}; s.attr("fork_key", 1); }
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) parent_name = t.slots_of(i).at(0).compact().name;
+  }).join();
+  REQUIRE(parent_name != 0);
+  // Hide the name's entry from lookups in the table (its hash no longer matches): a child that
+  // interned the name again would get a new entry and another id; one that uses the cache it
+  // inherited names the parent's entry.
+  StringEntry& entry = t.seg.view().strings()[parent_name];
+  entry.hash ^= 1;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: one span on its own ring (claimed under the child's pid), then exit.
+    { Span s{"fork.span"}; s.attr("fork_key", 2); }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  bool found = false;
+  for (uint32_t i = 0; i < t.seg.ring_count(); ++i) {
+    if (t.seg.ring(i).owner_pid != static_cast<uint32_t>(child)) continue;
+    const auto recs = t.slots_of(i);
+    REQUIRE(recs.size() == 1);
+    REQUIRE((recs[0].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[0].compact();
+    CHECK(c.name == parent_name);
+    CHECK(t.string(c.keys[0]) == "fork_key");
+    CHECK(c.values[0] == 2);
+    found = true;
+  }
+  CHECK(found);
+  entry.hash ^= 1;
+  CHECK(t.string(parent_name) == "fork.span");
 }
