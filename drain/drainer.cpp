@@ -352,7 +352,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
   // relaxed: tail is written only by drainers, and a previous drainer's stores were made
   // before its release of the drainer lock, which we acquired.
   rs.reader = RingReader(&r, view_.ring_slots(index), view_.ring_capacity(),
-                         r.tail.load(std::memory_order_relaxed));
+                         r.tail.load(std::memory_order_relaxed), &strings_);
   if (r.drained_generation == rs.generation) {
     // A previous drainer already wrote part of this owner's records: resume its accounting.
     rs.next_seq = r.next_seq;
@@ -400,14 +400,30 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
     std::memcpy(&o, &r.open[d], sizeof o);  // one read of shared memory, then checks
     if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
       break;  // published just before the kill: written, not unfinished
-    const size_t n = o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes;
+    std::string_view name(o.name, o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes);
+    bool name_cut = (o.flags & kOpenNameCut) != 0;
+    if (o.name_id != 0) {
+      // An interned name: resolved through the table like a compact record's, and reported as
+      // an inline one would be (its first kOpenNameBytes bytes, cut beyond). An id that does
+      // not resolve gives no name: reported as `?`, like an empty one.
+      std::string why;
+      if (strings_.resolve(o.name_id, name, why)) {
+        name_cut = name.size() > kOpenNameBytes;
+        if (name_cut) name = name.substr(0, kOpenNameBytes);
+      } else {
+        name = {};
+        name_cut = false;
+        std::fprintf(stderr, "spanring: ring %u (pid %u tid %u): unfinished span at depth %u: "
+                     "%s; reported without a name\n", index, rs.pid, rs.tid, d, why.c_str());
+      }
+    }
     const uint64_t ts = (o.flags & kOpenTsc) != 0 ? clock_.to_ns(o.ts_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono})
                                    : o.ts_ns;
     char* p = reserve(sink_.max_event_bytes());
     ++stats_.unfinished;
     if (p == nullptr) continue;  // past --max-size: counted, not written
     commit(sink_.unfinished(p, UnfinishedEvent{rs.pid, rs.tid, o.inv, d, ts,
-                                               std::string_view(o.name, n), (o.flags & kOpenNameCut) != 0, {}}));
+                                               name, name_cut, {}}));
   }
   if (depth > described && depth <= (1u << 20)) {
     char* p = reserve(sink_.max_event_bytes());
@@ -475,7 +491,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     // the next buffer. (Reserved after the read, the tail would cover a record that is not in
     // the committed bytes: a drainer killed between the two commits lost it on restart.)
     char* p = reserve(record_room_);
-    if (reader.read(head, rs.next_seq, rec, why) != ReadStatus::kRecord) {
+    const ReadStatus status = reader.read(head, rs.next_seq, rec, why);
+    if (status == ReadStatus::kCorrupt) {
       quarantine(index, rs, why);
       return;
     }
@@ -523,7 +540,23 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       rs.drops_reported += n;
     }
     uint64_t seqs = 1;  // sequence numbers this record takes
-    if (h.flags & kRecordInvalid) {
+    if (status == ReadStatus::kBadString) {
+      // A compact record naming a string id that does not resolve: the ring's framing is
+      // intact (one slot, its sequence number known), so this one record is lost as corrupt
+      // and the ring goes on being read. Said once per owner on stderr, counted every time.
+      if (!rs.bad_string_said) {
+        rs.bad_string_said = true;
+        std::fprintf(stderr,
+                     "spanring: ring %u (pid %u tid %u): a record is dropped as corrupt: %s "
+                     "(later ones of this thread are counted, not described)\n",
+                     index, rs.pid, rs.tid, why.c_str());
+      }
+      p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kCorrupt});
+      count_dropped(DropReason::kCorrupt, 1);
+      rs.last_ts = h.ts_ns;  // its open-span entry, if still there, is not unfinished either
+      rs.last_depth = h.depth;
+      rs.has_last = true;
+    } else if (h.flags & kRecordInvalid) {
       p += sink_.drops(p, DropsEvent{rs.pid, rs.tid, 1, h.seq, h.seq, DropReason::kInvalid});
       count_dropped(DropReason::kInvalid, 1);
     } else if (h.flags & kRecordReentrant) {

@@ -6,7 +6,7 @@
 // either written as a [STRACE] line, or reported on a [SPANRING_DROPS] line with its reason:
 // `ring_full` (a gap in the sequence, or drops counted after the last record), `invalid` (the
 // producer refused the record's content), `corrupt` (the ring failed validation and was
-// quarantined). Segment-wide counts: `no_ring` (every ring was taken) and `vfork` (a vfork child
+// quarantined, or one compact record named a string id that does not resolve). Segment-wide counts: `no_ring` (every ring was taken) and `vfork` (a vfork child
 // emitted before exec). Records whose write to the file failed are counted as unwritten.
 //
 // Bounded output (drain/output_files.h): each buffer is sized to the room left in the file, so
@@ -37,6 +37,7 @@
 #include "drain/uring_writer.h"
 #include "format/sink.h"
 #include "src/ring.h"
+#include "src/string_table.h"
 
 #include <spanring/segment.h>
 #include <spanring/segment_view.h>
@@ -138,6 +139,7 @@ class Drainer {
     uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
     bool has_last = false;
     bool announced = false;   // the sink has had thread() for this owner
+    bool bad_string_said = false;  // a compact record with an unresolved id was reported on stderr
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
     uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains
@@ -178,6 +180,9 @@ class Drainer {
 
   const SegmentView view_;  // the geometry validated at open: every ring access goes through it
   const CommitJournal journal_;
+  // The segment's string table, resolved for every ring's compact records and open spans
+  // (checked copies kept for the segment's life: an id means the same bytes to every owner).
+  StringTableReader strings_{view_.strings()};
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
   OutputFiles* output_ = nullptr;  // the output file(s); null in flight-recorder mode
   UringWriter* writer_;         // output_->writer(): the current file's; null in flight-recorder mode

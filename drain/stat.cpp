@@ -2,6 +2,7 @@
 #include "drain/stat.h"
 
 #include "src/proc.h"
+#include "src/string_table.h"
 
 #include <spanring/error.h>
 #include <spanring/segment.h>
@@ -99,6 +100,13 @@ SegmentStat read_segment_stat(const SegmentView& view, const std::string& name,
   s.committed_bytes = h.commit_offset.load(std::memory_order_relaxed);
   s.no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
   s.vfork = h.vfork_drops.load(std::memory_order_relaxed);
+  s.strings_full = h.strings_full.load(std::memory_order_relaxed);
+  // The table's place is the view's validated geometry, never the header's offset as it is now.
+  const StringTableUsage usage = string_table_usage(view.strings());
+  s.string_entries = kStringTableEntries - 1;
+  s.strings_ready = usage.ready;
+  s.strings_writing = usage.writing;
+  s.strings_corrupt = usage.corrupt;
 
   std::set<uint32_t> pids;
   for (uint32_t i = 0; i < view.ring_count(); ++i) {
@@ -179,6 +187,12 @@ std::string format_stat_text(const SegmentStat& s) {
                 static_cast<unsigned long long>(s.no_ring),
                 static_cast<unsigned long long>(s.vfork));
   out += line;
+  std::snprintf(line, sizeof line,
+                "strings: %u of %u entries ready, %u left mid-write, %u corrupt; "
+                "strings_full=%llu\n",
+                s.strings_ready, s.string_entries, s.strings_writing, s.strings_corrupt,
+                static_cast<unsigned long long>(s.strings_full));
+  out += line;
   if (s.rings.empty()) return out;
   std::snprintf(line, sizeof line, "%6s  %-11s %8s %8s  %-16s %-5s %8s %8s %6s %10s %5s\n",
                 "ring", "state", "pid", "tid", "thread", "alive", "records", "slots", "fill",
@@ -233,6 +247,12 @@ std::string format_stat_json(const SegmentStat& s) {
         {"committed_bytes", s.committed_bytes}}},
       {"header_damage", s.header_damage},
       {"drops", {{"ring_full", s.ring_full}, {"no_ring", s.no_ring}, {"vfork", s.vfork}}},
+      {"strings",
+       {{"entries", s.string_entries},
+        {"ready", s.strings_ready},
+        {"writing", s.strings_writing},
+        {"corrupt", s.strings_corrupt},
+        {"full", s.strings_full}}},
       {"totals",
        {{"rings_in_use", s.in_use},
         {"rings_quarantined", s.quarantined},

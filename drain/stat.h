@@ -9,6 +9,9 @@
 // parse is shown as a problem of that ring, never followed), so a corrupt segment gives a
 // report, never a crash. The fill is a snapshot: producers and the drainer move on meanwhile.
 //
+// The string table: entries ready, left mid-write and corrupt, and strings_full (strings a
+// producer found no room for).
+//
 // Drops by reason, as far as the segment holds them: `ring_full` per ring (the producer's
 // counter), `no_ring` and `vfork` for the segment, `corrupt` as the quarantined rings. The
 // `invalid` and `reentrant` drops are markers among a ring's records, counted by the drainer
@@ -59,6 +62,14 @@ struct SegmentStat {
   uint64_t no_ring = 0;          // records dropped because every ring was taken
   uint64_t vfork = 0;            // records vfork children tried to emit before exec
   std::string header_damage;     // geometry_changed() ("" when the header still agrees)
+  // The string table (string_table_usage(): every entry's state, ready ones checked like the
+  // drainer checks them, corrupt ones counted and never followed) and the strings producers
+  // could not intern (their spans went out as ordinary records: not a loss).
+  uint32_t string_entries = 0;   // usable ids (kStringTableEntries - 1: id 0 is never used)
+  uint32_t strings_ready = 0;
+  uint32_t strings_writing = 0;  // being written, or left mid-write by a killed producer
+  uint32_t strings_corrupt = 0;
+  uint64_t strings_full = 0;
   std::vector<RingStat> rings;   // the rings that are not free, by index
   // Totals over `rings`.
   uint32_t in_use = 0;           // claiming, active or released

@@ -10,7 +10,9 @@ namespace spanring {
 // A validated private copy of one record.
 struct RecordCopy {
   // As read, except that packed attributes (kRecordPackedAttrs) are already unpacked: flags
-  // without that bit, attrs_len the text's length. header.payload is not used (see below).
+  // without that bit, attrs_len the text's length; and a compact record (kRecordCompact) is
+  // decoded into the ordinary record of the same span (its seq, its resolved name and attribute
+  // text, flags without kRecordCompact). header.payload is not used (see below).
   RecordHeader header;
   char payload[kNameRawMax + kAttrsPackedMax];  // raw name bytes, then raw attribute bytes
   const char* name() const noexcept { return payload; }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "src/record_copy.h"
+#include "src/string_table.h"
 
 #include <spanring/segment_layout.h>
 
@@ -303,23 +304,30 @@ class __attribute__((visibility("hidden"))) RingWriter {
 // ---- drainer side ----------------------------------------------------------------------------
 
 enum class ReadStatus : uint8_t {
-  kRecord,   // `out` holds a valid record occupying out.header.slots slots
-  kCorrupt,  // the slots at the read position are not a valid record; `why` says what is wrong
+  kRecord,     // `out` holds a valid record occupying out.header.slots slots
+  kCorrupt,    // the slots at the read position are not a valid record; `why` says what is wrong
+  kBadString,  // a compact record, well framed, whose name or a key does not resolve in the
+               // string table: it is consumed (the position moves past its one slot), out.header
+               // holds its seq (and ts, depth), nothing else of it is usable; `why` says which id
+               // and why. The ring is intact: the caller drops this one record (corrupt).
 };
 
 // The drainer's end of one ring. Treats the ring as untrusted: the head it is given is checked
 // to be within one ring of its position, each record is copied out of shared memory once and
-// the copy validated (slot count, lengths, flags, sequence, packed attributes); a failed check
-// returns kCorrupt with the reason instead of reading further. Never writes to the segment
-// (the tail moves through the commit journal). Drainer thread only.
+// the copy validated (slot count, lengths, flags, sequence, packed attributes, string ids of a
+// compact record); a failed check returns kCorrupt with the reason instead of reading further.
+// Never writes to the segment (the tail moves through the commit journal). Drainer thread only.
 class RingReader {
  public:
   RingReader() noexcept = default;
   // Ring `shared` with its first slot at `slots` and `capacity` slots (a power of two), all
-  // from a validated SegmentView; reading starts at `position` (the committed tail).
+  // from a validated SegmentView; reading starts at `position` (the committed tail). `strings`
+  // resolves the ids of compact records (kRecordCompact); shared by every ring of a segment
+  // and must outlive the reader. Null: every compact record reads as kBadString.
   RingReader(const RingHeader* shared, const std::byte* slots, uint64_t capacity,
-             uint64_t position) noexcept
-      : shared_(shared), slots_(slots), capacity_(capacity), position_(position) {}
+             uint64_t position, StringTableReader* strings = nullptr) noexcept
+      : shared_(shared), slots_(slots), capacity_(capacity), position_(position),
+        strings_(strings) {}
 
   // The producer's published head. acquire: pairs with its release of head; every slot below
   // the value read is complete.
@@ -330,14 +338,23 @@ class RingReader {
 
   // Copies the record at position() into `out` and validates the copy, given the `head` read
   // by head() (head - position() must be in 1..capacity, checked here) and the smallest
-  // sequence number the record may carry. On kRecord the position moves past the record.
+  // sequence number the record may carry: the caller's next expected one. An ordinary record
+  // carries its sequence number; a compact record (kRecordCompact) is only written right after
+  // the previous record, so its sequence number is `min_seq` and its seq_lo must match it
+  // (else kCorrupt). A compact record comes out as the ordinary record of the same span would:
+  // flags without kRecordCompact (kRecordTsc kept), name bytes resolved, attribute text
+  // formatted as unpack_attrs formats packed integers (cut at kAttrsRawMax alike). On kRecord
+  // and kBadString the position moves past the record.
   ReadStatus read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why);
 
  private:
+  ReadStatus read_compact(uint64_t pos, uint64_t min_seq, RecordCopy& out, std::string& why);
+
   const RingHeader* shared_ = nullptr;
   const std::byte* slots_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t position_ = 0;
+  StringTableReader* strings_ = nullptr;
 };
 
 }  // namespace spanring

@@ -2,7 +2,10 @@
 // src/string_table.h and segment_layout.h (StringEntry) for the protocol.
 #include "src/string_table.h"
 
+#include <spanring/test_point.h>
+
 #include <cstring>
+#include <string>
 
 namespace spanring {
 namespace {
@@ -36,6 +39,8 @@ uint16_t intern(StringEntry* table, const char* bytes, uint32_t len,
         e.len = len;
         e.writer_pid = 0;
         std::memcpy(e.bytes, bytes, len);
+        // A test can kill the producer here: the entry stays kStringWriting for good.
+        SPANRING_TEST_POINT("string_writing");
         // release: hash, len and bytes are visible to whoever acquires kStringReady.
         e.state.store(kStringReady, std::memory_order_release);
         return static_cast<uint16_t>(at);
@@ -52,17 +57,43 @@ uint16_t intern(StringEntry* table, const char* bytes, uint32_t len,
   return 0;
 }
 
-bool StringTableReader::resolve(uint32_t id, std::string_view& out, std::string& why) {
+namespace {
+
+// One ready entry copied out of shared memory once, then checked on the copy. Returns the
+// length (1..kStringMaxBytes) or 0 with the reason in `why` (when non-null).
+uint32_t copy_checked(const StringEntry& e, uint32_t id, char (&bytes)[kStringMaxBytes],
+                      std::string* why) {
+  const uint32_t hash = e.hash;
+  const uint32_t len = e.len;
+  std::memcpy(bytes, e.bytes, sizeof bytes);
+  if (len == 0 || len > kStringMaxBytes) {
+    if (why != nullptr)
+      *why = "string id " + std::to_string(id) + " has length " + std::to_string(len) +
+             " (1.." + std::to_string(kStringMaxBytes) + ")";
+    return 0;
+  }
+  if (std::memchr(bytes, 0, len) != nullptr) {
+    if (why != nullptr) *why = "string id " + std::to_string(id) + " holds a NUL byte";
+    return 0;
+  }
+  if (string_hash(bytes, len) != hash) {
+    if (why != nullptr) *why = "string id " + std::to_string(id) + " does not match its hash";
+    return 0;
+  }
+  return len;
+}
+
+}  // namespace
+
+bool StringTableReader::resolve_entry(uint32_t id, std::string_view& out, std::string& why) {
   if (id == 0 || id >= kStringTableEntries) {
     why = "string id " + std::to_string(id) + " is outside the table (1.." +
           std::to_string(kStringTableEntries - 1) + ")";
     return false;
   }
-  if (!cache_) cache_.reset(new std::string[kStringTableEntries]);
-  std::string& cached = cache_[id];
-  if (!cached.empty()) {
-    out = cached;
-    return true;
+  if (table_ == nullptr) {
+    why = "string id " + std::to_string(id) + " but no string table to resolve it in";
+    return false;
   }
   const StringEntry& e = table_[id];
   // acquire: pairs with the writer's release of kStringReady. A record naming this id was
@@ -74,27 +105,37 @@ bool StringTableReader::resolve(uint32_t id, std::string_view& out, std::string&
           std::to_string(state) + ")";
     return false;
   }
-  // One read of the entry into private memory, then every check on the copy.
-  const uint32_t hash = e.hash;
-  const uint32_t len = e.len;
   char bytes[kStringMaxBytes];
-  std::memcpy(bytes, e.bytes, sizeof bytes);
-  if (len == 0 || len > kStringMaxBytes) {
-    why = "string id " + std::to_string(id) + " has length " + std::to_string(len) +
-          " (1.." + std::to_string(kStringMaxBytes) + ")";
-    return false;
-  }
-  if (std::memchr(bytes, 0, len) != nullptr) {
-    why = "string id " + std::to_string(id) + " holds a NUL byte";
-    return false;
-  }
-  if (string_hash(bytes, len) != hash) {
-    why = "string id " + std::to_string(id) + " does not match its hash";
-    return false;
-  }
-  cached.assign(bytes, len);
-  out = cached;
+  const uint32_t len = copy_checked(e, id, bytes, &why);
+  if (len == 0) return false;
+  if (!cache_) cache_.reset(new Checked[kStringTableEntries]());
+  Checked& c = cache_[id];
+  c.len = static_cast<uint8_t>(len);
+  std::memcpy(c.bytes, bytes, len);
+  ++resolved_;
+  out = std::string_view(c.bytes, c.len);
   return true;
+}
+
+StringTableUsage string_table_usage(const StringEntry* table) noexcept {
+  StringTableUsage u;
+  for (uint32_t id = 0; id < kStringTableEntries; ++id) {
+    // acquire: pairs with the writer's release of kStringReady (then the copy is complete).
+    const uint32_t state = table[id].state.load(std::memory_order_acquire);
+    if (state == kStringEmpty) continue;
+    if (id == 0) {
+      ++u.corrupt;  // never taken by intern(): written by something else
+    } else if (state == kStringWriting) {
+      ++u.writing;
+    } else if (state == kStringReady) {
+      char bytes[kStringMaxBytes];
+      if (copy_checked(table[id], id, bytes, nullptr) != 0) ++u.ready;
+      else ++u.corrupt;
+    } else {
+      ++u.corrupt;
+    }
+  }
+  return u;
 }
 
 }  // namespace spanring

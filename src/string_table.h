@@ -32,21 +32,59 @@ uint16_t intern(StringEntry* table, const char* bytes, uint32_t len,
                 std::atomic<uint64_t>* strings_full) noexcept;
 
 // Drainer side: resolves ids against one segment's table. Drainer thread only (not
-// thread-safe); holds up to kStringTableEntries checked copies (at most ~80 bytes each).
+// thread-safe); holds up to kStringTableEntries checked copies (kStringMaxBytes + 1 bytes each,
+// ~260 KiB, allocated at the first resolution, never per record).
 class StringTableReader {
  public:
   StringTableReader() = default;
+  // `table`: kStringTableEntries entries (SegmentView::strings()), or null: then every id fails.
   explicit StringTableReader(const StringEntry* table) : table_(table) {}
 
   // The raw bytes of string `id` (1..kStringMaxBytes bytes), valid as long as this reader. On
-  // failure returns false and says why in `why` (id 0 or out of range, entry not ready, length
-  // out of range, NUL byte, hash mismatch): the caller treats the record naming it as corrupt.
-  // The first successful resolution of an id is kept: later calls return the same bytes.
-  bool resolve(uint32_t id, std::string_view& out, std::string& why);
+  // failure returns false and says why in `why` (id 0 or out of range, no table, entry not
+  // ready, length out of range, NUL byte, hash mismatch): the caller treats the record naming
+  // it as corrupt. The first successful resolution of an id is kept: later calls return the
+  // same bytes without reading the table again (the per-record path: a range check and a
+  // load). A failure is not kept: the entry is read again next time.
+  bool resolve(uint32_t id, std::string_view& out, std::string& why) {
+    if (id < kStringTableEntries && cache_ != nullptr) {
+      const Checked& c = cache_[id];
+      if (c.len != 0) {
+        out = std::string_view(c.bytes, c.len);
+        return true;
+      }
+    }
+    return resolve_entry(id, out, why);
+  }
+
+  // Ids resolved so far (checked copies kept).
+  uint32_t resolved() const noexcept { return resolved_; }
 
  private:
+  // A checked copy of one entry; len 0: not resolved yet.
+  struct Checked {
+    uint8_t len;
+    char bytes[kStringMaxBytes];
+  };
+  static_assert(kStringMaxBytes <= 255, "Checked::len is one byte");
+
+  // Reads entry `id` from shared memory once, checks the copy, keeps it.
+  bool resolve_entry(uint32_t id, std::string_view& out, std::string& why);
+
   const StringEntry* table_ = nullptr;
-  std::unique_ptr<std::string[]> cache_;  // lazily allocated, kStringTableEntries; "" = unknown
+  std::unique_ptr<Checked[]> cache_;  // kStringTableEntries, by id; allocated once
+  uint32_t resolved_ = 0;
 };
+
+// What a walk over a whole table finds (spanring stat). Reads each entry's state (acquire) and,
+// for a ready entry, checks a private copy as the drainer would; corrupt entries are counted,
+// never followed.
+struct StringTableUsage {
+  uint32_t ready = 0;    // kStringReady entries that check out (length, no NUL, hash)
+  uint32_t writing = 0;  // kStringWriting: being written, or left mid-write by a killed producer
+  uint32_t corrupt = 0;  // any other state, or a ready entry that does not check out (id 0 too
+                         // when it is not empty: no producer writes it)
+};
+StringTableUsage string_table_usage(const StringEntry* table) noexcept;
 
 }  // namespace spanring

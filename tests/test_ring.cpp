@@ -58,12 +58,13 @@ struct Consumer {
   const Segment& seg;
   uint32_t ring;
   uint64_t next_seq = 0;
+  StringTableReader strings;  // the segment's table: an optimized build writes compact records
   RingReader reader;
   uint64_t read = 0;  // reader.position() after the last drain()
   Consumer(const Segment& s, uint32_t r)
-      : seg(s), ring(r),
+      : seg(s), ring(r), strings(s.view().strings()),
         reader(&s.ring(r), s.ring_slots(r), s.ring_capacity(),
-               s.ring(r).tail.load(std::memory_order_relaxed)),
+               s.ring(r).tail.load(std::memory_order_relaxed), &strings),
         read(reader.position()) {}
 
   // Reads everything published; calls f(record) for each. Returns records read.
