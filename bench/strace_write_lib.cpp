@@ -96,12 +96,18 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
                     attrs ? strnlen(attrs, kAttrsRawMax) : 0);
 }
 
-bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
-  if (!enabled()) return false;
+// emit() is inline in span.h: it checks enabled() and calls one of these.
+namespace detail {
+bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
   const ThreadState& t = t_state;
   return write_line(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs,
                     attrs ? strnlen(attrs, kAttrsRawMax) : 0);
 }
+bool emit_literal(const char* name, uint32_t, const char* attrs, uint32_t, int64_t ts_ns,
+                  int64_t dur_ns) noexcept {
+  return emit_text(name, ts_ns, dur_ns, attrs);
+}
+}  // namespace detail
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
   ThreadState& t = t_state;
@@ -121,6 +127,7 @@ void Span::begin(const char* name, size_t) noexcept {
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";
   packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
+  count_ = kSpilled;  // nothing is kept compact: a literal key's integer comes to add_number
   tsc_ = false;
   depth_ = t.depth++;
   inv_ = t.inv;
@@ -156,6 +163,16 @@ void Span::append_int(std::string_view key, int64_t value) noexcept {
   const int n = std::snprintf(buf, sizeof buf, "=%lld", static_cast<long long>(value));
   if (attrs_len_ != 0) append(" ");
   append(key);
+  append({buf, static_cast<size_t>(n)});
+}
+
+void Span::add_number(const char* key, size_t key_len, bool negative,
+                      uint64_t magnitude) noexcept {
+  char buf[24];
+  const int n = std::snprintf(buf, sizeof buf, negative ? "=-%llu" : "=%llu",
+                              static_cast<unsigned long long>(magnitude));
+  if (attrs_len_ != 0) append(" ");
+  append({key, key_len});
   append({buf, static_cast<size_t>(n)});
 }
 

@@ -1,4 +1,6 @@
 // The C ABI (include/spanring/spanring.h): thin wrappers over the C++ producer API.
+#include "src/producer.h"
+
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
@@ -6,7 +8,7 @@
 
 extern "C" void spanring_emit(const spanring_span* span) {
   if (span == nullptr || !spanring::enabled()) return;
-  spanring::emit_record(span->name, span->invocation_id, span->callable_hash, span->depth,
+  spanring::record_any(span->name, span->invocation_id, span->callable_hash, span->depth,
                         span->timestamp_ns, span->duration_ns, span->attributes);
 }
 

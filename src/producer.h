@@ -54,6 +54,19 @@ struct ProcessState {
 };
 extern ProcessState g_process;
 
+// A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a
+// span of name ids ≡ slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last
+// one resolves its keys with pointer compares instead of one literal-id lookup per key.
+namespace detail {
+struct KeyMemo {
+  const char* keys[kCompactAttrs];  // the literal keys, in order
+  uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
+  uint32_t count;                   // keys in use; 0: empty
+  uint32_t epoch;                   // g_literal_epoch when filled (ids of that segment)
+};
+}  // namespace detail
+inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread
+
 // Per-thread producer state. initial-exec TLS: a fixed offset from the thread pointer, so the
 // hot path never calls __tls_get_addr (which may allocate on a thread's first access to a
 // dlopen'ed library's TLS, and is not async-signal-safe).
@@ -71,6 +84,7 @@ struct ThreadState {
   // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
   uint32_t name_set;
   char name[sizeof(RingHeader::thread_name)];
+  detail::KeyMemo key_memo[kKeyMemoSlots];
 };
 // constinit: zero-initialised, no dynamic initialisation, so other units read it directly
 // instead of through a TLS wrapper call (3 instructions per access on the hot path).
@@ -85,6 +99,13 @@ inline constexpr uint32_t kNoRingRetry = 1024;
 // Forgets every cached literal id (attach: a new segment has another string table). Call
 // before g_segment is published.
 void clear_literal_ids() noexcept;
+// Incremented by every clear_literal_ids (never 0): a KeyMemo of another epoch is stale.
+extern uint32_t g_literal_epoch;
+
+// emit_record() once tracing is known to be enabled: the C ABI's spanring_emit calls it
+// directly (a hidden symbol: no call through the PLT, as to the exported emit_record).
+bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
+                int64_t dur_ns, const char* attrs) noexcept;
 
 // ---- clock_anchor.cpp
 

@@ -84,9 +84,15 @@ class __attribute__((visibility("hidden"))) RingWriter {
       count_drops(1);
       return false;
     }
-    std::byte* first = slot(own_head_);
+    // The writer's fields in locals: the payload stores below could alias them (char), and
+    // would make every one be reloaded.
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* first = slots + (head & mask) * kSlotBytes;
     auto* rec = reinterpret_cast<RecordHeader*>(first);
-    rec->seq = next_seq_;
+    rec->seq = seq;
     rec->ts_ns = ts;
     rec->dur_ns = dur;
     rec->inv = inv;
@@ -96,7 +102,7 @@ class __attribute__((visibility("hidden"))) RingWriter {
     rec->attrs_len = static_cast<uint16_t>(attrs_len);
     rec->slots = static_cast<uint16_t>(need);
     rec->flags = flags;
-    if ((own_head_ & mask_) + need <= mask_ + 1) {
+    if ((head & mask) + need <= mask + 1) {
       // The record does not wrap: its payload is contiguous, from the header's payload field
       // into the slots that follow (addressed from the slot bytes, not from the 12-byte
       // member, which it runs past). A drop marker has no name: copy_bytes reads nothing for 0.
@@ -107,9 +113,12 @@ class __attribute__((visibility("hidden"))) RingWriter {
       put_payload(0, name, name_len);
       put_payload(name_len, attrs, attrs_len);
     }
-    next_seq_ += 1;
+    next_seq_ = seq + 1;
     gap_ = 0;
-    publish(need);
+    own_head_ = head + need;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + need, std::memory_order_release);
+    prefetch_after(slots, mask, head + need, need);
     return true;
   }
 
@@ -150,8 +159,7 @@ class __attribute__((visibility("hidden"))) RingWriter {
     own_head_ = head + 1;
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + 1, std::memory_order_release);
-    // As publish(): the slot kPrefetchSlots ahead, for writing.
-    __builtin_prefetch(slots + ((head + 1 + kPrefetchSlots) & mask) * kSlotBytes, 1);
+    prefetch_after(slots, mask, head + 1, 1);
     return true;
   }
 
@@ -182,7 +190,7 @@ class __attribute__((visibility("hidden"))) RingWriter {
   }
 
  private:
-  // How far ahead of head publish() prefetches slots for writing: 16 slots (1 KiB, a few
+  // How far ahead of head prefetch_after() fetches slots for writing: 16 slots (1 KiB, a few
   // records), far enough that a line taken back from the drainer's core (~100 ns) arrives
   // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the
   // slots just written, which costs nothing.
@@ -215,17 +223,17 @@ class __attribute__((visibility("hidden"))) RingWriter {
     shared_->drops.store(own_drops_, std::memory_order_release);
   }
 
-  // Makes the `need` slots at head visible to the drainer, then prefetches for writing.
-  void publish(uint32_t need) noexcept {
-    own_head_ += need;
-    // release: the record's bytes are visible to the drainer's acquire of head.
-    shared_->head.store(own_head_, std::memory_order_release);
-    // Fetch for writing, kPrefetchSlots ahead, as many slots as this record used: the drainer
-    // read each slot line on the ring's last lap, so a store to it must first take the line
-    // back from the drainer's core (an RFO, ~100 ns here). Prefetched this far ahead, it is
-    // back in this core's cache by the time a record lands on it, also after a pause.
-    for (uint32_t i = 0; i < need; ++i)
-      __builtin_prefetch(slot(own_head_ + kPrefetchSlots + i), 1);
+  // Fetches for writing, kPrefetchSlots ahead of the new head `head`, the slots of a record of
+  // `need` slots: the drainer read each slot line on the ring's last lap, so a store to it must
+  // first take the line back from the drainer's core (an RFO, ~100 ns here). Prefetched this far
+  // ahead, it is back in this core's cache by the time a record lands on it, also after a pause.
+  // The first and the last of them only (no loop): records of 1 and 2 slots, the common ones,
+  // are covered whole; the middle slots of a longer one are left to the hardware prefetcher.
+  static void prefetch_after(std::byte* slots, uint64_t mask, uint64_t head,
+                             uint32_t need) noexcept {
+    __builtin_prefetch(slots + ((head + kPrefetchSlots) & mask) * kSlotBytes, 1);
+    if (need > 1)
+      __builtin_prefetch(slots + ((head + kPrefetchSlots + need - 1) & mask) * kSlotBytes, 1);
   }
 
   // Copies `len` payload bytes to stream position `pos` of the record at head (positions

@@ -119,8 +119,9 @@ inline bool guarded_write(Write&& write) noexcept {
 // Writes one ordinary record. name_len and attrs_len are already bounded to kNameRawMax and
 // kAttrsRawMax (kAttrsPackedMax for kRecordPackedAttrs). Returns false when the record was
 // dropped (and counted).
-bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
-                  uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
+__attribute__((always_inline)) inline bool write_record(
+    const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len, uint64_t ts,
+    uint64_t dur, uint64_t inv, uint64_t hid, uint32_t depth,
                   uint16_t flags) noexcept {
   return guarded_write([&](RingWriter& ring) {
     return ring.write(name, name_len, attrs, attrs_len, ts, dur, inv, hid, depth, flags);
@@ -134,7 +135,8 @@ bool write_record(const char* name, uint32_t name_len, const char* attrs, uint32
 // goes to the process and to the caller's ring before the record is published, so the drainer,
 // which announces a process when it reads its first record, sees it. Device spans (clk=dev) are
 // on another clock and never move it.
-void lower_anchor(const char* attrs, uint32_t attrs_len) noexcept {
+__attribute__((noinline, cold)) void lower_anchor(const char* attrs,
+                                                  uint32_t attrs_len) noexcept {
   if (attrs != nullptr && is_device_attrs(std::string_view(attrs, attrs_len))) return;
   // relaxed: the record's release of head orders the ring's flag for the drainer.
   std::atomic_ref(g_process.anchor_origin).store(1, std::memory_order_relaxed);
@@ -144,19 +146,19 @@ void lower_anchor(const char* attrs, uint32_t attrs_len) noexcept {
 // Whether an explicit record starting at ts_ns must move the anchor (see lower_anchor).
 inline bool before_anchor(int64_t ts_ns) noexcept {
   // relaxed: a flag this process only ever sets; a stale 0 costs one redundant store.
-  return ts_ns >= 0 && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
+  return __builtin_expect(ts_ns >= 0, 1) && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
          std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0;
 }
 
-uint32_t bounded_len(const char* s, uint32_t max) noexcept {
+inline uint32_t bounded_len(const char* s, uint32_t max) noexcept {
   return s == nullptr ? 0 : static_cast<uint32_t>(strnlen(s, max));
 }
 
 // flags: 0 or kRecordTsc (ts and dur in TSC ticks).
-bool emit_checked(const char* name, uint32_t name_len, uint64_t inv, uint64_t hid, int64_t depth,
-                  int64_t ts, int64_t dur, const char* attrs, uint32_t attrs_len,
-                  uint16_t flags = 0) noexcept {
-  if (name_len == 0 || ts < 0 || dur < 0 || depth < 0) {
+__attribute__((always_inline)) inline bool emit_checked(
+    const char* name, uint32_t name_len, uint64_t inv, uint64_t hid, int64_t depth, int64_t ts,
+    int64_t dur, const char* attrs, uint32_t attrs_len, uint16_t flags = 0) noexcept {
+  if (__builtin_expect(name_len == 0 || ts < 0 || dur < 0 || depth < 0, 0)) {
     // A [STRACE] consumer silently drops empty names and negative numbers: publish a drop
     // marker instead, so the loss is reported with its reason.
     write_record(nullptr, 0, nullptr, 0, 0, 0, inv, hid, 0, kRecordInvalid);
@@ -168,19 +170,27 @@ bool emit_checked(const char* name, uint32_t name_len, uint64_t inv, uint64_t hi
 
 }  // namespace
 
+uint32_t g_literal_epoch = 0;
+
 void clear_literal_ids() noexcept {
+  g_literal_epoch += 1;
   // relaxed: attach runs before g_segment is published (release), which orders these stores
   // for every thread that then records.
   for (auto& slot : g_literal_ids) slot.store(0, std::memory_order_relaxed);
 }
 
-bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
-                 int64_t dur_ns, const char* attrs) noexcept {
-  if (!enabled()) return false;
+bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
+                int64_t dur_ns, const char* attrs) noexcept {
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
   if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
   return emit_checked(name, bounded_len(name, kNameRawMax), inv, hid, depth, ts_ns, dur_ns, attrs,
                       attrs_len);
+}
+
+bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
+                 int64_t dur_ns, const char* attrs) noexcept {
+  if (!enabled()) return false;
+  return record_any(name, inv, hid, depth, ts_ns, dur_ns, attrs);
 }
 
 namespace detail {
@@ -240,7 +250,8 @@ void Span::begin(const char* name, size_t name_len) noexcept {
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
-    return;  // name_ stays null: the span is inactive
+    name_ = nullptr;  // the span is inactive
+    return;
   }
   ThreadState& t = t_state;
   uint16_t name_id = 0;
@@ -302,6 +313,39 @@ void Span::begin(const char* name, size_t name_len) noexcept {
   ring->open_depth.store(depth + 1, std::memory_order_relaxed);
 }
 
+// The string ids of the compact keys into `keys` (key i in bits 16i..): from the thread's memo
+// of the last key set of a span of this name when the keys are the same pointers (compares
+// only), else looked up one by one and memoized. False when a key has no id. Inside the
+// thread's guard only (the memo is not signal-safe otherwise).
+__attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
+                                                        uint64_t& keys) const noexcept {
+  const uint32_t count = count_;
+  if (count == 0) {
+    keys = 0;
+    return true;
+  }
+  detail::KeyMemo& memo = memos[name_id_ % kKeyMemoSlots];
+  bool same = memo.count == count && memo.epoch == g_literal_epoch;
+#pragma GCC unroll 4
+  for (uint32_t k = 0; k < kCompactAttrs && k < count; ++k) same &= memo.keys[k] == keys_[k];
+  if (__builtin_expect(same, 1)) {
+    keys = memo.ids;
+    return true;
+  }
+  uint64_t ids = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint16_t id = literal_id(keys_[i], 0);
+    if (id == 0) return false;
+    ids |= uint64_t{id} << (16 * i);
+  }
+  std::memcpy(memo.keys, keys_, sizeof memo.keys);
+  memo.ids = ids;
+  memo.count = count;
+  memo.epoch = g_literal_epoch;
+  keys = ids;
+  return true;
+}
+
 void Span::end() noexcept {
   const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
   ThreadState& t = t_state;
@@ -309,40 +353,27 @@ void Span::end() noexcept {
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
   const uint16_t flags = tsc_ ? kRecordTsc : 0;
-  bool written = false;
   if (count_ != kSpilled && name_id_ != 0 && dur <= 0xffffffffu && depth_ <= 0xff) {
-    // Compact when every key has an id too.
-    const uint32_t count = count_;
-    uint64_t keys = 0;
-    uint32_t i = 0;
-#pragma GCC unroll 4
-    for (; i < kCompactAttrs; ++i) {
-      if (i == count) break;
-      const uint16_t id = literal_id(keys_[i], 0);
-      if (id == 0) break;
-      keys |= uint64_t{id} << (16 * i);
-    }
-    if (i == count) {
-      written = true;
-      guarded_write([&](RingWriter& ring) {
-        if (__builtin_expect(!ring.compact_allowed(), 0)) {
-          // The first record after a drop carries the whole sequence number: ordinary.
-          spill();
-          return ring.write(name_, name_len_, attrs_, attrs_len_, static_cast<uint64_t>(start_),
-                            dur, inv_, hid_, depth_,
-                            static_cast<uint16_t>(
-                                flags | (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs : 0)));
-        }
+    guarded_write([&](RingWriter& ring) {
+      // Inside the guard (busy): the thread's key memo is never used by one of its own signal
+      // handlers meanwhile (a handler's record is refused before it gets here).
+      uint64_t keys = 0;
+      if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1))
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
                                   static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,
                                   static_cast<uint8_t>(depth_),
                                   static_cast<uint8_t>(count_ | negative_ << 4));
-      });
-    }
-  }
-  if (!written) {
-    if (count_ != kSpilled) spill();
+      // A key without an id, or the first record after a drop (which carries the whole
+      // sequence number): ordinary.
+      spill();
+      return ring.write(name_, name_len_, attrs_, attrs_len_, static_cast<uint64_t>(start_), dur,
+                        inv_, hid_, depth_,
+                        static_cast<uint16_t>(
+                            flags | (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs : 0)));
+    });
+  } else {
+    spill();
     emit_checked(name_, name_len_, inv_, hid_, depth_, start_, static_cast<int64_t>(dur), attrs_,
                  attrs_len_,
                  static_cast<uint16_t>(flags | (packed_ && attrs_len_ != 0 ? kRecordPackedAttrs

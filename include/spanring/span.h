@@ -24,6 +24,15 @@
 #include <cstring>
 #include <string_view>
 
+// Inlined into the caller whatever the optimizer's size heuristics say: literal detection
+// (`__builtin_constant_p(__builtin_strlen(p))`, see Span) only sees a literal through an
+// inlined call; an out-of-line copy would take every string for a runtime one.
+#if defined(__GNUC__)
+#define SPANRING_ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define SPANRING_ALWAYS_INLINE inline
+#endif
+
 namespace spanring {
 
 namespace detail {
@@ -68,8 +77,8 @@ void set_thread_name(const char* name) noexcept;
 // Inline: a disabled process pays a load and a branch. When `name` and `attrs` are string
 // literals (detected at compile time, see "Literal strings" at Span) the record is usually one
 // compact slot naming both by string id; any other call takes detail::emit_text.
-inline bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
-                 const char* attrs = nullptr) noexcept;
+SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
+                                 const char* attrs = nullptr) noexcept;
 
 // Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit().
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
@@ -85,6 +94,7 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
 // contract as emit().
 bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
                   int64_t ts_ns, int64_t dur_ns) noexcept;
+struct KeyMemo;  // the producer's per-thread memo of key ids (library internal)
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -127,13 +137,17 @@ class Invocation {
 // not dlclose libraries that record spans, or name their spans with runtime strings.
 class Span {
  public:
-  explicit Span(const char* name) noexcept {
+  SPANRING_ALWAYS_INLINE explicit Span(const char* name) noexcept {
     // A literal's length is known here at compile time (no strnlen in the library), and only a
     // literal's pointer may stand for its bytes: begin() looks its string id up by pointer.
     // Any other name is measured once, in begin().
+    // Disabled: name_ = nullptr on this path only, where the destructor's check sees it (and
+    // both vanish); begin() sets name_ itself.
     if (enabled())
       begin(name, __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                                : kNameLenUnknown);
+    else
+      name_ = nullptr;
   }
   ~Span() {
     if (name_ != nullptr) end();
@@ -145,7 +159,7 @@ class Span {
   // std::string_view). A literal key and a 32-bit value are kept inline while the span is
   // compact (at most kCompactAttrs); anything else goes on as with a std::string_view key.
   // A span on a process with tracing disabled costs no call at all.
-  Span& attr(const char* key, int64_t value) noexcept {
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, int64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
         if (count_ < kCompactAttrs && value == static_cast<int32_t>(value)) {
@@ -162,7 +176,7 @@ class Span {
     }
     return attr(std::string_view{key != nullptr ? key : ""}, value);
   }
-  Span& attr(const char* key, uint64_t value) noexcept {
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, uint64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
         if (count_ < kCompactAttrs && value <= 0xffffffffu) {
@@ -177,12 +191,12 @@ class Span {
     }
     return attr(std::string_view{key != nullptr ? key : ""}, value);
   }
-  Span& attr(const char* key, int value) noexcept { return attr(key, int64_t{value}); }
-  Span& attr(const char* key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
-  Span& attr(const char* key, long long value) noexcept {
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, int value) noexcept { return attr(key, int64_t{value}); }
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, long long value) noexcept {
     return attr(key, static_cast<int64_t>(value));
   }
-  Span& attr(const char* key, unsigned long long value) noexcept {
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, unsigned long long value) noexcept {
     return attr(key, static_cast<uint64_t>(value));
   }
   // Text values with a `const char*` key: as with a std::string_view key.
@@ -259,6 +273,8 @@ class Span {
   void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
   // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
   void spill() noexcept;
+  // The string ids of the compact keys (library side: `memo` is the calling thread's).
+  bool key_ids(detail::KeyMemo* memo, uint64_t& keys) const noexcept;
   void unpack() noexcept;
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
@@ -268,9 +284,9 @@ class Span {
            attrs_len_ + key.size() + kPackedTokenFixed + 8 <= kAttrsPackedMax;
   }
 
-  // Only name_ is initialised here: a disabled span stores nothing else (each store counts at
-  // this size). The rest is set by begin() and read only while name_ is non-null.
-  const char* name_ = nullptr;  // null: tracing was disabled at construction
+  // Only name_ is set by the constructor: a disabled span stores nothing else (each store counts
+  // at this size). The rest is set by begin() and read only while name_ is non-null.
+  const char* name_;  // null: tracing was disabled at construction (or a vfork child's span)
   int64_t start_;               // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
   uint64_t inv_;
   uint64_t hid_;
@@ -287,7 +303,8 @@ class Span {
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
 };
 
-inline bool emit(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
+SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
+                                 const char* attrs) noexcept {
   if (!enabled()) return false;
   // Both literals (see "Literal strings" at Span): their ids can be cached by pointer.
   if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&

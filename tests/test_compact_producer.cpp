@@ -1,0 +1,353 @@
+// The producer's compact records, read straight from the ring slots and the string table (no
+// drainer): which spans become one CompactRecord, what its fields hold, and when the producer
+// falls back to an ordinary record. Compiled with -O2 (tests/meson.build): literal detection
+// (span.h, "Literal strings") needs the optimizer; at -O0 every record is ordinary and this
+// test says so and fails.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <spanring/packed_attrs.h>
+#include <spanring/segment.h>
+#include <spanring/span.h>
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace spanring;
+
+namespace {
+
+#ifndef __OPTIMIZE__
+#error "test_compact_producer.cpp must be compiled with optimization (literal detection)"
+#endif
+
+std::string unique_name(const char* what) {
+  static int n = 0;
+  return "spanring-test-compact-" + std::to_string(::getpid()) + "-" + what + "-" +
+         std::to_string(n++);
+}
+
+// One record as the slots hold it: the first slot's bytes.
+struct Slot {
+  uint16_t flags() const { return get<uint16_t>(offsetof(RecordHeader, flags)); }
+  uint16_t slots() const { return get<uint16_t>(offsetof(RecordHeader, slots)); }
+  CompactRecord compact() const {
+    CompactRecord c;
+    std::memcpy(&c, bytes, sizeof c);
+    return c;
+  }
+  RecordHeader header() const {
+    RecordHeader h;
+    std::memcpy(&h, bytes, sizeof h);
+    return h;
+  }
+  template <class T>
+  T get(size_t at) const {
+    T v;
+    std::memcpy(&v, bytes + at, sizeof v);
+    return v;
+  }
+  unsigned char bytes[kSlotBytes];
+  std::string payload;  // an ordinary record's name and attribute bytes, from all its slots
+};
+
+// A segment for one test, attached to; every record is made on a fresh thread (a fresh ring).
+struct TestSegment {
+  std::string name;
+  Segment seg;
+  explicit TestSegment(const char* what, uint32_t capacity = 256)
+      : name(unique_name(what)), seg(Segment::create(name, SegmentOptions{4, capacity})) {
+    REQUIRE(attach(name.c_str()));
+  }
+  ~TestSegment() { Segment::remove(name); }
+
+  // Runs f on a new thread and returns the first slot of each record its ring received.
+  template <class F>
+  std::vector<Slot> records_of(F&& f) {
+    uint32_t ring = ~0u;
+    std::thread([&] {
+      f();
+      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+      for (uint32_t i = 0; i < seg.ring_count(); ++i)
+        if (seg.ring(i).owner_tid == tid &&
+            seg.ring(i).state.load(std::memory_order_acquire) == kRingActive)
+          ring = i;
+    }).join();
+    REQUIRE(ring != ~0u);
+    return slots_of(ring);
+  }
+  std::vector<Slot> slots_of(uint32_t ring) {
+    std::vector<Slot> out;
+    const uint64_t head = seg.ring(ring).head.load(std::memory_order_acquire);
+    const uint64_t cap = seg.ring_capacity();
+    for (uint64_t pos = seg.ring(ring).tail.load(std::memory_order_acquire); pos < head;) {
+      Slot s;
+      std::memcpy(s.bytes, seg.ring_slots(ring) + (pos % cap) * kSlotBytes, kSlotBytes);
+      REQUIRE(s.slots() >= 1);
+      REQUIRE(s.slots() <= kMaxRecordSlots);
+      s.payload.assign(reinterpret_cast<const char*>(s.bytes) + offsetof(RecordHeader, payload),
+                       kInlinePayloadBytes);
+      for (uint64_t k = 1; k < s.slots(); ++k)
+        s.payload.append(reinterpret_cast<const char*>(seg.ring_slots(ring)) +
+                             ((pos + k) % cap) * kSlotBytes,
+                         kSlotBytes);
+      pos += s.slots();
+      out.push_back(s);
+    }
+    return out;
+  }
+  // The bytes of string id `id`, checked as the drainer checks them.
+  std::string string(uint32_t id) {
+    REQUIRE(id > 0);
+    REQUIRE(id < kStringTableEntries);
+    const StringEntry& e = seg.view().strings()[id];
+    REQUIRE(e.state.load(std::memory_order_acquire) == kStringReady);
+    REQUIRE(e.len >= 1);
+    REQUIRE(e.len <= kStringMaxBytes);
+    CHECK(string_hash(e.bytes, e.len) == e.hash);
+    return std::string(e.bytes, e.len);
+  }
+};
+
+// The name and the attribute text of an ordinary record.
+std::string name_of(const Slot& s) { return s.payload.substr(0, s.header().name_len); }
+std::string attrs_text(const Slot& s) {
+  const RecordHeader h = s.header();
+  const std::string raw = s.payload.substr(h.name_len, h.attrs_len);
+  if ((h.flags & kRecordPackedAttrs) == 0) return raw;
+  char text[kAttrsRawMax];
+  const int32_t n = unpack_attrs(raw.data(), h.attrs_len, text, sizeof text);
+  REQUIRE(n >= 0);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+TEST_CASE("a span with a literal name and four literal-keyed 32-bit integers is one compact slot") {
+  TestSegment t("span");
+  const auto recs = t.records_of([] {
+    Span outer{"compact.outer"};
+    {
+      Span s{"compact.span16.x"};
+      s.attr("run_id", uint64_t{7})
+          .attr("delta", int64_t{-5})
+          .attr("worker_id", 0)
+          .attr("dispatch_id", 4294967295u);
+    }
+  });
+  REQUIRE(recs.size() == 2);
+  for (const Slot& s : recs) {
+    CHECK(s.slots() == 1);
+    CHECK((s.flags() & kRecordCompact) != 0);
+    CHECK((s.flags() & ~(kRecordCompact | kRecordTsc)) == 0);
+  }
+  const CompactRecord c = recs[0].compact();
+  CHECK(t.string(c.name) == "compact.span16.x");
+  CHECK(c.depth == 1);
+  CHECK(c.seq_lo == 0);
+  CHECK((c.attrs & 7) == 4);
+  CHECK((c.attrs & kCompactAttrsText) == 0);
+  CHECK(t.string(c.keys[0]) == "run_id");
+  CHECK(t.string(c.keys[1]) == "delta");
+  CHECK(t.string(c.keys[2]) == "worker_id");
+  CHECK(t.string(c.keys[3]) == "dispatch_id");
+  CHECK(c.values[0] == 7);
+  CHECK(static_cast<int32_t>(c.values[1]) == -5);
+  CHECK(c.values[2] == 0);
+  CHECK(c.values[3] == 4294967295u);
+  CHECK((c.attrs >> 4) == 0b0010);  // only value 1 is negative
+  const CompactRecord o = recs[1].compact();
+  CHECK(t.string(o.name) == "compact.outer");
+  CHECK(o.depth == 0);
+  CHECK(o.seq_lo == 1);
+  CHECK(o.attrs == 0);
+  CHECK(o.ts_ns <= c.ts_ns);
+}
+
+TEST_CASE("what does not fit a compact slot goes out as an ordinary record with the same text") {
+  TestSegment t("ordinary");
+  std::string runtime_name = "ordinary.runtime";
+  std::string key = "k";
+  const auto recs = t.records_of([&] {
+    { Span s{"ordinary.five"};
+      s.attr("a", 1).attr("b", 2).attr("c", 3).attr("d", 4).attr("e", 5); }
+    { Span s{"ordinary.wide"}; s.attr("w", uint64_t{1} << 40); }
+    { Span s{"ordinary.text"}; s.attr("a", 1).attr("t", "x"); }
+    { Span s{"ordinary.dyn"}; s.attr("a", -1).attr(key, 2); }
+    { Span s{runtime_name.c_str()}; s.attr("a", 1); }
+  });
+  REQUIRE(recs.size() == 5);
+  for (const Slot& s : recs) CHECK((s.flags() & kRecordCompact) == 0);
+  CHECK(name_of(recs[0]) == "ordinary.five");
+  CHECK(attrs_text(recs[0]) == "a=1 b=2 c=3 d=4 e=5");
+  CHECK(name_of(recs[1]) == "ordinary.wide");
+  CHECK(attrs_text(recs[1]) == "w=1099511627776");
+  CHECK(name_of(recs[2]) == "ordinary.text");
+  CHECK(attrs_text(recs[2]) == "a=1 t=x");
+  CHECK(name_of(recs[3]) == "ordinary.dyn");
+  CHECK(attrs_text(recs[3]) == "a=-1 k=2");
+  CHECK(name_of(recs[4]) == "ordinary.runtime");
+  CHECK(attrs_text(recs[4]) == "a=1");
+}
+
+TEST_CASE("emit of a literal name and literal attributes is compact; a runtime text is not") {
+  TestSegment t("emit");
+  std::string attrs = "a=1 b=2";
+  const auto recs = t.records_of([&] {
+    CHECK(emit("emit.lit", 1000, 20, "run_id=7 task_slot=42"));
+    CHECK(emit("emit.noattrs", 1000, 20));
+    CHECK(emit("emit.lit", 1000, 20, attrs.c_str()));
+    CHECK(emit("emit.longdur", 1000, int64_t{1} << 33, "x=1"));
+  });
+  REQUIRE(recs.size() == 4);
+  const CompactRecord c = recs[0].compact();
+  CHECK(c.flags == kRecordCompact);
+  CHECK(t.string(c.name) == "emit.lit");
+  CHECK(c.attrs == kCompactAttrsText);
+  CHECK(t.string(c.keys[0]) == "run_id=7 task_slot=42");
+  CHECK(c.ts_ns == 1000);
+  CHECK(c.dur_ns == 20);
+  const CompactRecord n = recs[1].compact();
+  CHECK(n.flags == kRecordCompact);
+  CHECK(t.string(n.name) == "emit.noattrs");
+  CHECK(n.attrs == 0);
+  CHECK(n.seq_lo == 1);
+  CHECK((recs[2].flags() & kRecordCompact) == 0);
+  CHECK(recs[2].header().seq == 2);
+  CHECK(attrs_text(recs[2]) == "a=1 b=2");
+  CHECK((recs[3].flags() & kRecordCompact) == 0);
+  CHECK(recs[3].header().dur_ns == uint64_t{1} << 33);
+}
+
+TEST_CASE("the first record after a drop is ordinary, carrying its whole sequence number") {
+  TestSegment t("drop", 16);  // kMinRingCapacity slots, never drained here
+  const auto recs = t.records_of([] {
+    for (int i = 0; i < 20; ++i) emit("drop.lit", 1000 + i, 1);  // 16 stored, 4 dropped
+  });
+  REQUIRE(recs.size() == 16);
+  for (const Slot& s : recs) CHECK((s.flags() & kRecordCompact) != 0);
+  // Make room (as the drainer would) and write again on a ring with a gap behind it.
+  TestSegment u("gap", 16);
+  uint32_t ring = ~0u;
+  std::vector<Slot> after;
+  std::thread([&] {
+    for (int i = 0; i < 17; ++i) emit("drop.lit", 1000 + i, 1);  // the 17th is dropped
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < u.seg.ring_count(); ++i)
+      if (u.seg.ring(i).owner_tid == tid) ring = i;
+    REQUIRE(ring != ~0u);
+    RingHeader& r = u.seg.ring(ring);
+    CHECK(r.drops.load(std::memory_order_acquire) == 1);
+    r.tail.store(r.head.load(std::memory_order_acquire), std::memory_order_release);
+    emit("drop.lit", 2000, 1);
+    emit("drop.lit", 2001, 1);
+  }).join();
+  after = u.slots_of(ring);
+  REQUIRE(after.size() == 2);
+  CHECK((after[0].flags() & kRecordCompact) == 0);
+  CHECK(after[0].header().seq == 17);
+  CHECK((after[1].flags() & kRecordCompact) != 0);
+  CHECK(after[1].compact().seq_lo == 18);
+}
+
+TEST_CASE("an open span's note names an interned span by its string id") {
+  TestSegment t("open");
+  uint32_t ring = ~0u;
+  uint16_t id = 0;
+  std::thread([&] {
+    Span s{"open.literal"};
+    Span inner{std::string("open.runtime").c_str()};
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) ring = i;
+    REQUIRE(ring != ~0u);
+    const RingHeader& r = t.seg.ring(ring);
+    CHECK(r.open_depth.load(std::memory_order_relaxed) == 2);
+    id = r.open[0].name_id;
+    CHECK(r.open[0].name_len == 0);
+    CHECK(r.open[0].depth == 0);
+    CHECK(r.open[1].name_id == 0);
+    CHECK(std::string(r.open[1].name, r.open[1].name_len) == "open.runtime");
+  }).join();
+  CHECK(t.string(id) == "open.literal");
+}
+
+TEST_CASE("a string table without room makes ordinary records and counts it, losing nothing") {
+  TestSegment t("full");
+  // Take every entry a lookup of "full.name" may probe, with other strings.
+  static constexpr char kName[] = "full.name";
+  const uint32_t hash = string_hash(kName, sizeof kName - 1);
+  StringEntry* table = t.seg.view().strings();
+  for (uint32_t i = 0; i < kStringProbeMax; ++i) {
+    uint32_t at = (hash + i) & (kStringTableEntries - 1);
+    if (at == 0) at = 1;
+    StringEntry& e = table[at];
+    if (e.state.load(std::memory_order_relaxed) != kStringEmpty) continue;
+    e.len = 1;
+    e.bytes[0] = '#';
+    e.hash = string_hash(e.bytes, 1);
+    e.state.store(kStringReady, std::memory_order_release);
+  }
+  const auto recs = t.records_of([] {
+    { Span s{kName}; s.attr("a", 1); }
+    { Span s{kName}; s.attr("a", 2); }
+  });
+  REQUIRE(recs.size() == 2);
+  for (const Slot& s : recs) {
+    CHECK((s.flags() & kRecordCompact) == 0);
+  }
+  CHECK(name_of(recs[0]) == kName);
+  CHECK(attrs_text(recs[0]) == "a=1");
+  CHECK(attrs_text(recs[1]) == "a=2");
+  // Counted once: the literal's failure is cached for the process.
+  CHECK(t.seg.view().header().strings_full.load(std::memory_order_relaxed) == 1);
+}
+
+TEST_CASE("a forked child keeps the literal ids: its compact records name the parent's entries") {
+  TestSegment t("fork");
+  uint16_t parent_name = 0;
+  std::thread([&] {
+    { Span s{"fork.span"}; s.attr("fork_key", 1); }
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) parent_name = t.slots_of(i).at(0).compact().name;
+  }).join();
+  REQUIRE(parent_name != 0);
+  // Hide the name's entry from lookups in the table (its hash no longer matches): a child that
+  // interned the name again would get a new entry and another id; one that uses the cache it
+  // inherited names the parent's entry.
+  StringEntry& entry = t.seg.view().strings()[parent_name];
+  entry.hash ^= 1;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: one span on its own ring (claimed under the child's pid), then exit.
+    { Span s{"fork.span"}; s.attr("fork_key", 2); }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  bool found = false;
+  for (uint32_t i = 0; i < t.seg.ring_count(); ++i) {
+    if (t.seg.ring(i).owner_pid != static_cast<uint32_t>(child)) continue;
+    const auto recs = t.slots_of(i);
+    REQUIRE(recs.size() == 1);
+    REQUIRE((recs[0].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[0].compact();
+    CHECK(c.name == parent_name);
+    CHECK(t.string(c.keys[0]) == "fork_key");
+    CHECK(c.values[0] == 2);
+    found = true;
+  }
+  CHECK(found);
+  entry.hash ^= 1;
+  CHECK(t.string(parent_name) == "fork.span");
+}
