@@ -32,8 +32,10 @@ uint16_t intern(StringEntry* table, const char* bytes, uint32_t len,
     // then complete.
     uint32_t state = e.state.load(std::memory_order_acquire);
     if (state == kStringEmpty) {
-      // relaxed: taking the entry publishes nothing; the release of kStringReady does.
-      if (e.state.compare_exchange_strong(state, kStringWriting, std::memory_order_relaxed,
+      // acquire (success and failure): taking the entry publishes nothing (the release of
+      // kStringReady does), but a failed CAS reads another producer's state, and an entry found
+      // kStringReady is then read. (GCC 12 rejects a failure order stronger than success.)
+      if (e.state.compare_exchange_strong(state, kStringWriting, std::memory_order_acquire,
                                           std::memory_order_acquire)) {
         e.hash = hash;
         e.len = len;
