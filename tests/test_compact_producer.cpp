@@ -262,7 +262,8 @@ TEST_CASE("an open span's note names an interned span by its string id") {
   uint16_t id = 0;
   std::thread([&] {
     Span s{"open.literal"};
-    Span inner{std::string("open.runtime").c_str()};
+    const std::string runtime_name("open.runtime");  // a runtime name: must outlive the Span
+    Span inner{runtime_name.c_str()};
     const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
     for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
       if (t.seg.ring(i).owner_tid == tid) ring = i;
