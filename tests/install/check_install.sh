@@ -22,7 +22,8 @@
 # Environment (set by tests/install/meson.build): SPANRING_BUILD_DIR, SPANRING_SOURCE_DIR,
 # SPANRING_PREFIX, SPANRING_BINDIR, SPANRING_LIBDIR, SPANRING_INCLUDEDIR (as configured),
 # SPANRING_VERSION, SPANRING_SOVERSION, SPANRING_CMAKE_PACKAGE (1 when the CMake package was
-# generated), SPANRING_SANITIZE (b_sanitize), MESON, CC, CXX (the build's compilers).
+# generated), SPANRING_CMAKEDIR (where it was installed), SPANRING_SANITIZE (b_sanitize), MESON,
+# CC, CXX (the build's compilers).
 #
 # Under a sanitizer build (b_sanitize) libspanring and the installed `spanring` are sanitized; a
 # program that loads a sanitized library must be built with the same -fsanitize (the ASan
@@ -186,8 +187,8 @@ layout)
     "$libdir/pkgconfig/spanring.pc"
   )
   if [ "$SPANRING_CMAKE_PACKAGE" = 1 ]; then
-    expected+=("$libdir/cmake/spanring/spanringConfig.cmake"
-               "$libdir/cmake/spanring/spanringConfigVersion.cmake")
+    cmakedir=$dest$(abs "${SPANRING_CMAKEDIR:?SPANRING_CMAKEDIR is not set}")
+    expected+=("$cmakedir/spanringConfig.cmake" "$cmakedir/spanringConfigVersion.cmake")
   fi
   # The bash completion, and the man page when scdoc built it (docs/meson.build).
   expected+=("$dest$(abs "$SPANRING_DATADIR")/bash-completion/completions/spanring")
