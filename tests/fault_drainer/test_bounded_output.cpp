@@ -192,12 +192,13 @@ void max_size_run(bool binary) {
   for (const EmittedThread& t : emitted.threads) {
     const auto run = joined(cov.runs[t.tid], t.name);
     REQUIRE(run.has_value());
-    // Each thread's written part is a prefix of what it emitted: 0..end-1, then nothing.
+    // Each thread's written part is a prefix of what it emitted: 0..end-1, then nothing. It may
+    // be empty: a thread scheduled only after the file was full has nothing in it.
     CHECK_MESSAGE(run->first == 0, t.name, " starts at seq ", run->first);
-    CHECK_MESSAGE(run->second > 0, t.name, " has nothing in the file");
     CHECK(run->second <= t.emitted);
     left_out += t.emitted - run->second;
   }
+  CHECK_MESSAGE(cov.spans > 0, "the file holds no span");
   // Exact: written + reported in the file + kept out (max_size) == emitted.
   CHECK_MESSAGE(cov.max_size == left_out, "the max_size line says ", cov.max_size,
                 " records are not in the file; the threads emitted ", left_out,
@@ -245,15 +246,36 @@ void rotate_run(bool binary) {
   Coverage cov;
   for (const std::string& f : kept) add_file(cov, as_text(spanring, f, binary), emitted.pid, f);
   CHECK(cov.max_size_lines == 0);
+  // What rotation promises: the kept files are the newest part of the run, in drain order.
+  // Which threads' records that part holds depends on how the threads were scheduled (a thread
+  // that finished early may have all of its records in deleted files), so for each thread: what
+  // the kept files hold of it is the newest it emitted (up to its last seq, nothing missing in
+  // between), or nothing at all.
+  uint64_t gone = 0;  // records (spans and drop ranges) of the threads that the kept files lack
   for (const EmittedThread& t : emitted.threads) {
     const auto run = joined(cov.runs[t.tid], t.name);
     REQUIRE(run.has_value());
-    // The newest records: up to the thread's last, and not from its first (those were deleted).
-    CHECK_MESSAGE(run->second == t.emitted, t.name, " ends at seq ", run->second, " of ",
-                  t.emitted);
-    CHECK_MESSAGE(run->first > 0, t.name, ": the oldest records should be gone with the "
-                  "deleted files");
+    const uint64_t kept_of_thread = run->second - run->first;
+    if (kept_of_thread > 0)
+      CHECK_MESSAGE(run->second == t.emitted, t.name, ": the kept files hold seq ", run->first,
+                    "..", run->second - 1, " of 0..", t.emitted - 1,
+                    ", not its newest records");
+    gone += t.emitted - kept_of_thread;
   }
+  CHECK_MESSAGE(cov.spans > 0, "the kept files hold no span");
+  CHECK_MESSAGE(gone > 0, "nothing is missing from the kept files, yet ", files,
+                " files were written and only 3 kept");
+  // Exact: what the kept files lack is what the drainer wrote (or reported as dropped) into the
+  // deleted files, no more and no less.
+  const auto written = summary_value(r.err, "written");
+  const auto dropped = summary_value(r.err, "dropped");
+  REQUIRE((written && dropped));
+  CHECK_MESSAGE(*written + *dropped - (cov.spans + cov.dropped_in_file) == gone,
+                "the run wrote ", *written, " spans and reported ", *dropped,
+                " dropped; the kept files hold ", cov.spans, " spans and ", cov.dropped_in_file,
+                " dropped, so the deleted files held ",
+                *written + *dropped - (cov.spans + cov.dropped_in_file),
+                ", but the threads lack ", gone);
 }
 
 // `spanring run` with `extra` (--rotate ... or --max-size ...), killed with kill -9 once
