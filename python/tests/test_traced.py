@@ -110,14 +110,16 @@ def test_a_decorated_async_def_is_timed_over_its_awaited_body(traced):
 
         async def main():
             co = fetch()           # created here ...
-            time.sleep(0.050)      # ... not timed while it waits to be awaited
+            time.sleep(0.500)      # ... not timed while it waits to be awaited
             assert await co == 7
 
         asyncio.run(main())
     """)
+    # The awaited body sleeps 10 ms; the 500 ms before it is awaited must not count. The bound
+    # in between leaves a loaded machine ~390 ms of scheduling delay.
     dur = r.one("ext.app.fetch")["dur"]
     assert dur > 5_000_000, dur
-    assert dur < 50_000_000, dur
+    assert dur < 400_000_000, dur
 
 
 def test_attribute_values_of_each_type_become_key_value_tokens(traced):

@@ -167,6 +167,8 @@ struct Background {
       ::execv(a[0], a.data());
       ::_exit(127);
     }
+    // Also here: the child's own setpgid may not have run yet when the parent kills the group.
+    ::setpgid(pid, pid);
   }
   // Waits for the exit (up to `timeout_s`, then SIGKILL); its exit status, -1 when killed.
   int wait(int timeout_s = 120) {
@@ -213,14 +215,40 @@ void wait_for_file(const std::string& path, Background& still_running) {
 }
 
 // `spanring run --format binary -o FILE -- det_emitter` in the background: a workload that
-// runs for a few seconds (records paced), with drops (records the producer refuses).
+// runs for a few seconds (records paced), with drops (records the producer refuses). `holds`
+// are det_emitter's --hold N:FILE: the workload waits before record N until the test creates
+// FILE, so that what the test needs to happen while it runs does not race its pace.
 std::unique_ptr<Background> paced_run(const TempDir& tmp, const std::string& file,
-                                      const std::string& count, const std::string& pace_us) {
-  return std::make_unique<Background>(
-      std::vector<std::string>{exe_from_env("SPANRING_EXE"), "run", "--format", "binary", "-o",
-                               file, "--", exe_from_env("FAULT_DET_EMITTER"), "--out",
-                               tmp.file("det.json"), "--count", count, "--pace-us", pace_us},
-      tmp.file("run.err"));
+                                      const std::string& count, const std::string& pace_us,
+                                      const std::vector<std::string>& holds = {}) {
+  std::vector<std::string> argv = {exe_from_env("SPANRING_EXE"), "run", "--format", "binary",
+                                   "-o", file, "--", exe_from_env("FAULT_DET_EMITTER"), "--out",
+                                   tmp.file("det.json"), "--count", count, "--pace-us", pace_us};
+  for (const std::string& h : holds) {
+    argv.push_back("--hold");
+    argv.push_back(h);
+  }
+  return std::make_unique<Background>(argv, tmp.file("run.err"));
+}
+
+void create_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  REQUIRE_MESSAGE(fd >= 0, "cannot create " << path);
+  ::close(fd);
+}
+
+// Waits (up to 60 s) until `b`'s stderr holds `text`, while it runs.
+void wait_for_err(Background& b, const std::string& text) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // The child creates its stderr file after the fork: not there yet reads as nothing said.
+  while ((exists(b.err_path) ? b.err() : std::string()).find(text) == std::string::npos) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < until,
+                    "never said '" << text << "': " << b.err());
+    int st;
+    REQUIRE_MESSAGE(::waitpid(b.pid, &st, WNOHANG) == 0,
+                    "exited before saying '" << text << "': " << b.err());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // The docs' queries (docs/clickhouse.md): each must appear there verbatim, and runs here.
@@ -471,18 +499,23 @@ TEST_CASE("ClickHouse killed mid-run and restarted gets every record once, the w
   TempDir tmp;
   const std::string file = tmp.file("kill.sptrace");
   const std::string state = tmp.file("kill.state");
-  auto run = paced_run(tmp, file, "30000", "100");
+  // The workload stops half-way until the server is killed, and before its end until the
+  // server is back: the outage is mid-run, records are written during it, whatever the pace.
+  const std::string killed = tmp.file("killed"), restarted = tmp.file("restarted");
+  auto run = paced_run(tmp, file, "30000", "100", {"15000:" + killed, "30000:" + restarted});
   Background f({exe_from_env("SPANRING_EXE"), "export", "--follow", file, "--clickhouse",
                 s.c->url(), "--host-id", "server-kill", "--state", state, "--while-pid",
                 std::to_string(run->pid), "--flush-every", "0.2"},
                tmp.file("f.err"));
   wait_for_file(state, f);
   s.c->kill9();
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  // The workload is still running (it has seconds to go): the outage happened mid-run.
+  create_file(killed);
+  // The follower meets the outage with records to send, and retries.
+  wait_for_err(f, "; retrying");
   int st;
-  CHECK(::waitpid(run->pid, &st, WNOHANG) == 0);
+  CHECK(::waitpid(run->pid, &st, WNOHANG) == 0);  // held: the outage is mid-run
   s.c->start();
+  create_file(restarted);
   REQUIRE(run->wait() == 0);
   const int status = f.wait();
   const std::string err = f.err();
@@ -503,18 +536,22 @@ TEST_CASE("a follower started while ClickHouse is down waits for it, and sends e
   TempDir tmp;
   const std::string file = tmp.file("late.sptrace");
   s.c->kill9();
-  // 3-5 s of workload: the server is back (1 s) well before it ends.
-  auto run = paced_run(tmp, file, "30000", "100");
+  // The workload ends only once the server is back (it holds before its end until then).
+  const std::string restarted = tmp.file("restarted");
+  auto run = paced_run(tmp, file, "30000", "100", {"30000:" + restarted});
   Background f({exe_from_env("SPANRING_EXE"), "export", "--follow", file, "--clickhouse",
                 s.c->url(), "--host-id", "server-late", "--state", tmp.file("late.state"),
                 "--while-pid", std::to_string(run->pid), "--flush-every", "0.2",
                 // Shorter than the outage: --retry-for only counts once the workload has ended.
                 "--retry-for", "0.5"},
                tmp.file("f.err"));
+  // It has met the outage, and waits (wait_for_err fails if it exits): not given up.
+  wait_for_err(f, "; retrying");
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   int st;
   CHECK(::waitpid(f.pid, &st, WNOHANG) == 0);  // still waiting, not given up
   s.c->start();
+  create_file(restarted);
   REQUIRE(run->wait() == 0);
   const int status = f.wait();
   const std::string err = f.err();

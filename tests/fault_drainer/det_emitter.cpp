@@ -2,9 +2,13 @@
 // spanring::emit_record (records 0..N-1, in order), then writes what it did as JSON. It writes
 // nothing on stdout (the pipe test reads `spanring run -o /dev/stdout` from the same pipe).
 //
-//   det_emitter --out FILE.json [--count N] [--pace-us U] [--nested 1] [--fork-nested 1]
+//   det_emitter --out FILE.json [--count N] [--pace-us U] [--hold N:FILE]... [--nested 1]
+//               [--fork-nested 1]
 //
 // --pace-us U: sleeps U us after every record (timer slack 1 us).
+// --hold N:FILE: before record N (N = count: before exiting) waits until FILE exists, polling
+//   every 5 ms, so that a test decides when the workload goes on or ends instead of racing its
+//   pace (exit 1 after 300 s without FILE). Repeatable.
 // --nested 1: instead of the workload, three host spans that end in reverse order of their
 //   starts, all starting before the process attached (ts 1.0 s + 200, + 100, + 0 of
 //   CLOCK_MONOTONIC, emitted in that order): as a forked child's inherited open spans end.
@@ -28,8 +32,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <charconv>
 #include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 int main(int argc, char** argv) {
   std::string out;
@@ -37,13 +44,42 @@ int main(int argc, char** argv) {
   uint64_t pace_us = 0;
   bool nested = false;
   bool fork_nested = false;
+  std::vector<std::string> holds;
   CLI::App app{"det_emitter: the deterministic workload of det_workload.h"};
   app.add_option("--out", out, "JSON file")->required();
   app.add_option("--count", count, "records of the workload");
   app.add_option("--pace-us", pace_us, "sleep after every record, us");
+  app.add_option("--hold", holds, "N:FILE: before record N, wait until FILE exists");
   app.add_option("--nested", nested, "1: three nested spans from before the attach instead");
   app.add_option("--fork-nested", fork_nested, "1: a fork inside two open spans instead");
   CLI11_PARSE(app, argc, argv);
+  std::map<uint64_t, std::vector<std::string>> hold_at;  // record index -> files to wait for
+  for (const std::string& h : holds) {
+    const size_t colon = h.find(':');
+    const char* n_end = h.data() + (colon == std::string::npos ? 0 : colon);
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(h.data(), n_end, n);
+    if (colon == std::string::npos || ec != std::errc() || end != n_end || colon + 1 == h.size()) {
+      std::fprintf(stderr, "det_emitter: --hold takes N:FILE, not '%s'\n", h.c_str());
+      return 2;
+    }
+    hold_at[n].push_back(h.substr(colon + 1));
+  }
+  const auto hold = [&](uint64_t i) {
+    const auto it = hold_at.find(i);
+    if (it == hold_at.end()) return true;
+    for (const std::string& file : it->second) {
+      for (int polls = 0; ::access(file.c_str(), F_OK) != 0; ++polls) {
+        if (polls == 60000) {
+          std::fprintf(stderr, "det_emitter: %s never appeared\n", file.c_str());
+          return false;
+        }
+        const struct timespec ts = {0, 5 * 1000 * 1000};
+        ::nanosleep(&ts, nullptr);
+      }
+    }
+    return true;
+  };
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   if (fork_nested) {
     count = 2;
@@ -73,6 +109,7 @@ int main(int argc, char** argv) {
     }
   } else {
     for (uint64_t i = 0; i < count; ++i) {
+      if (!hold(i)) return 1;
       const det::Record r = det::record(i);
       spanring::emit_record(r.null_name ? nullptr : r.name.c_str(), r.inv, r.hid, r.depth, r.ts,
                             r.dur, r.null_attrs ? nullptr : r.attrs.c_str());
@@ -81,6 +118,7 @@ int main(int argc, char** argv) {
         ::nanosleep(&ts, nullptr);
       }
     }
+    if (!hold(count)) return 1;
   }
   FILE* f = std::fopen(out.c_str(), "w");
   if (f == nullptr ||

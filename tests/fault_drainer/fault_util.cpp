@@ -304,6 +304,16 @@ std::vector<TaskState> task_states(pid_t pid) {
   return out;
 }
 
+bool drainer_stopped(pid_t pid) {
+  const auto tasks = task_states(pid);
+  if (tasks.empty()) return false;
+  for (const TaskState& t : tasks) {
+    if (t.comm.rfind("iou-", 0) == 0) continue;
+    if (t.state != 'T') return false;
+  }
+  return true;
+}
+
 Emitted load_emitted(const std::string& json_path) {
   const nlohmann::json j = nlohmann::json::parse(spanring_test::read_file(json_path));
   Emitted e;

@@ -181,6 +181,10 @@ struct TaskState {
 };
 std::vector<TaskState> task_states(pid_t pid);
 
+// After SIGSTOP: every thread of the drainer `pid` is stopped (state T); io_uring's kernel
+// workers (iou-*), which handle no job signals, are not counted.
+bool drainer_stopped(pid_t pid);
+
 // What one emitting thread says it did (the emitter's JSON).
 struct EmittedThread {
   std::string name;  // encoded span name, e.g. fault.t0

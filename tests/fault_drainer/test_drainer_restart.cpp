@@ -29,9 +29,12 @@ using namespace fault_test;
 namespace {
 
 constexpr double kWaitS = 20;
-// How long the producer emits: long enough that the drainer dies and is restarted while it
-// runs (a test point fires within the first few commits, a random kill within the first second).
-constexpr const char* kEmitSeconds = "1.5";
+// The producer emits until the test stops it (--until-stop), so that the drainer dies and is
+// restarted while it runs however slow the machine: the test stops it once the second drainer
+// runs and every thread has emitted kEmitsAfterRestart more records. kEmitSeconds only caps a
+// producer whose test died.
+constexpr const char* kEmitSeconds = "120";
+constexpr uint64_t kEmitsAfterRestart = 2000;
 // Paced (2 records every ~50 us per thread) so the file stays a few MB; whether a ring overflows
 // while no drainer runs depends on timing, and drops must then be reported exactly.
 constexpr const char* kPaceUs = "50";
@@ -115,7 +118,8 @@ void kill_and_restart(const std::string& point, Writer writer = Writer::kUring) 
   for (const std::string& a :
        {spanring, std::string("run"), std::string("-o"), out, std::string("--"), emitter,
         std::string("--threads"), std::string("2"), std::string("--report"), rep.path(),
-        std::string("--out"), json, std::string("--seconds"), std::string(kEmitSeconds),
+        std::string("--out"), json, std::string("--until-stop"), std::string("1"),
+        std::string("--seconds"), std::string(kEmitSeconds),
         std::string("--pace-us"), std::string(kPaceUs), std::string("--pace-every"),
         std::string(kPaceEvery)})
     run.argv.push_back(a);
@@ -178,11 +182,24 @@ void kill_and_restart(const std::string& point, Writer writer = Writer::kUring) 
   const pid_t drain_pid = spawn({drain_argv, {}, "", err2});
   ChildGuard drain_guard(drain_pid);
   INFO("second drainer (spanring drain) stderr:\n", slurp(err2));
+  // The producer emits on into the second drainer, then is told to stop.
+  REQUIRE_MESSAGE(wait_until([&] { return catches_signal(drain_pid, SIGTERM); }, kWaitS),
+                  "spanring drain never installed its SIGTERM handler");
+  {
+    const uint32_t threads = rep->threads.load(std::memory_order_relaxed);
+    std::vector<uint64_t> want;
+    for (uint32_t i = 0; i < threads; ++i)
+      want.push_back(rep->t[i].emitted.load(std::memory_order_relaxed) + kEmitsAfterRestart);
+    CHECK_MESSAGE(wait_until([&] {
+      for (uint32_t i = 0; i < threads; ++i)
+        if (rep->t[i].emitted.load(std::memory_order_relaxed) < want[i]) return false;
+      return true;
+    }, kWaitS), "the producer did not emit on after the restart");
+  }
+  rep->stop.store(1, std::memory_order_relaxed);
   // The producer was re-parented to us (subreaper) when spanring run died.
   const Exit producer = wait_exit(emitter_pid, kWaitS);
   CHECK_MESSAGE(producer.exited_ok(), "the producer: ", producer.describe());
-  REQUIRE_MESSAGE(wait_until([&] { return catches_signal(drain_pid, SIGTERM); }, kWaitS),
-                  "spanring drain never installed its SIGTERM handler");
   REQUIRE(::kill(drain_pid, SIGTERM) == 0);
   const Exit second = wait_exit(drain_pid, kWaitS);
   drain_guard.release();

@@ -50,18 +50,6 @@ bool every_thread_emitted(const ReportMap& rep, const std::vector<uint64_t>& at_
   return true;
 }
 
-// The drainer's threads (its own, not io_uring's kernel workers, which handle no job signals)
-// are all stopped.
-bool drainer_stopped(pid_t pid) {
-  const auto tasks = task_states(pid);
-  if (tasks.empty()) return false;
-  for (const TaskState& t : tasks) {
-    if (t.comm.rfind("iou-", 0) == 0) continue;
-    if (t.state != 'T') return false;
-  }
-  return true;
-}
-
 // Resident pages of the emitter as its monitor thread last read them, after a fresh sample.
 uint64_t fresh_rss(const ReportMap& rep) {
   const uint64_t seen = rep->rss_samples.load(std::memory_order_acquire);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -112,12 +113,21 @@ TEST_CASE("spanring stat shows a live run's creator, drainer and owner threads, 
   }
   CHECK(seen_tids == tids);
 
-  // The drainer stopped: the rings fill up (every record here takes 2 slots) and then drop.
+  // The drainer stopped: the rings fill up (every record here takes 2 slots) and then drop. A
+  // drop counted after every drainer thread is stopped proves its ring full: the count before
+  // (a drainer that fell behind on a loaded machine drops too) is the baseline.
   REQUIRE(::kill(run_pid, SIGSTOP) == 0);
+  REQUIRE_MESSAGE(wait_until([&] { return drainer_stopped(run_pid); }, kWaitS),
+                  "spanring run did not stop on SIGSTOP");
+  std::map<uint32_t, uint64_t> ring_full_at_stop;  // tid -> ring_full
+  for (const json& r : rings_of(stat_json(spanring, run.segment()), emitter_pid))
+    ring_full_at_stop[r.at("tid").get<uint32_t>()] = r.at("drops").at("ring_full").get<uint64_t>();
   const bool full = wait_until([&] {
     const json s = stat_json(spanring, run.segment());
     for (const json& r : rings_of(s, emitter_pid))
-      if (r.at("drops").at("ring_full").get<uint64_t>() == 0) return false;
+      if (r.at("drops").at("ring_full").get<uint64_t>() <=
+          ring_full_at_stop[r.at("tid").get<uint32_t>()])
+        return false;
     return true;
   }, kWaitS, 50);
   CHECK_MESSAGE(full, "the rings never dropped while the drainer was stopped");
