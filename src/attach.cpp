@@ -26,10 +26,63 @@ namespace spanring {
 
 namespace detail {
 std::atomic<void*> g_segment{nullptr};
+std::atomic<uint32_t> g_attach_generation{0};
 }  // namespace detail
 
 ProcessState g_process;
-constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state{};
+constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_self = nullptr;
+
+namespace {
+
+// Every thread state this copy of the library mapped (ThreadState::next_state), newest first.
+// States are never unmapped while the library is loaded (a signal handler of an exiting thread
+// may still hold one), only marked free and handed to the next new thread, so the list only
+// grows by push and a walk never meets freed memory.
+std::atomic<ThreadState*> g_states{nullptr};
+
+}  // namespace
+
+ThreadState* thread_state_slow() noexcept {
+  ThreadState* t = nullptr;
+  // acquire: pairs with the push's release (the state's next_state is written before).
+  for (ThreadState* s = g_states.load(std::memory_order_acquire); s != nullptr;
+       s = s->next_state) {
+    uint32_t free_state = 0;
+    // acquire: pairs with the exiting thread's release of in_use (its last writes to the
+    // state happen before ours).
+    if (s->in_use.load(std::memory_order_relaxed) == 0 &&
+        s->in_use.compare_exchange_strong(free_state, 1, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+      t = s;
+      break;
+    }
+  }
+  if (t == nullptr) {
+    // mmap, not malloc: this may run in a signal handler (a thread's first record).
+    void* m = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    t = static_cast<ThreadState*>(m);  // zero-filled: every field starts 0 / detached
+    t->in_use.store(1, std::memory_order_relaxed);
+    ThreadState* head = g_states.load(std::memory_order_relaxed);
+    do {
+      t->next_state = head;
+      // release: next_state (and the state's zeros) before any walker sees t.
+    } while (!g_states.compare_exchange_weak(head, t, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  } else {
+    ThreadState* const next = t->next_state;
+    std::memset(static_cast<void*>(t), 0, sizeof *t);
+    t->next_state = next;
+    t->in_use.store(1, std::memory_order_relaxed);
+  }
+  // The key's destructor returns the state to the pool at thread exit (and releases its ring).
+  // The key exists from load on (below), one of the first 32 of the process in practice, so
+  // setspecific does not allocate.
+  if (g_process.key_ok) pthread_setspecific(g_process.release_key, t);
+  t_self = t;
+  return t;
+}
 
 void disable(const char* why) noexcept {
   detail::g_segment.store(nullptr, std::memory_order_relaxed);
@@ -41,7 +94,7 @@ void disable(const char* why) noexcept {
 
 namespace {
 
-void release_ring(void* ring) noexcept;
+void release_state(void* state) noexcept;
 
 // Fork child: the only thread of the child is the forking thread. It must never write into the
 // ring it inherited from the parent (the parent's thread still owns it), so it forgets it and
@@ -49,7 +102,8 @@ void release_ring(void* ring) noexcept;
 // Fork prepare, in the forking thread: copy its open spans, which the child inherits (they end
 // in the child too), so the child's ring can describe them if the child is killed.
 void on_fork_prepare() noexcept {
-  ThreadState& t = t_state;
+  if (t_self == nullptr) return;
+  ThreadState& t = *t_self;
   t.stash_count = 0;
   RingHeader* ring = t.ring.shared();
   if (ring == nullptr) return;
@@ -59,19 +113,26 @@ void on_fork_prepare() noexcept {
   t.stash_count = n;
 }
 
-void on_fork_parent() noexcept { t_state.stash_count = 0; }
+void on_fork_parent() noexcept {
+  if (t_self != nullptr) t_self->stash_count = 0;
+}
 
 void on_fork_child() noexcept {
-  ThreadState& t = t_state;
-  t.ring.detach();
-  t.no_ring_wait = 0;
-  t.busy = 0;
-  t.reentrant_drops.store(0, std::memory_order_relaxed);
+  // The parent's other threads do not exist here: their states are free for the child's.
+  for (ThreadState* s = g_states.load(std::memory_order_relaxed); s != nullptr;
+       s = s->next_state)
+    if (s != t_self) s->in_use.store(0, std::memory_order_relaxed);
   g_process.pid = static_cast<uint32_t>(::getpid());
   g_process.start_time = process_start_time(g_process.pid);
   // The clock anchor stays the parent's: CLOCK_MONOTONIC is system-wide, and the spans the child
   // inherited began after the parent attached, so they are not before it.
-  if (g_process.key_ok) pthread_setspecific(g_process.release_key, nullptr);
+  if (t_self == nullptr) return;
+  ThreadState& t = *t_self;
+  t.ring.detach();
+  t.no_ring_wait = 0;
+  t.busy = 0;
+  t.reentrant_drops.store(0, std::memory_order_relaxed);
+  // The key's value was inherited (the same state): it returns the state at the child's exit.
 }
 
 }  // namespace
@@ -91,8 +152,12 @@ bool attach_segment(const char* name) noexcept {
     p.pid = static_cast<uint32_t>(::getpid());
     p.start_time = process_start_time(p.pid);
     take_anchor(p);
-    clear_literal_ids();
-    if (!p.key_ok) p.key_ok = pthread_key_create(&p.release_key, release_ring) == 0;
+    // Every module's cached string ids name the previous segment's table (span.h,
+    // ModuleStrings): a new generation empties each table on its next lookup. Never 0 again.
+    // relaxed: g_segment's release below publishes it.
+    uint32_t generation = detail::g_attach_generation.load(std::memory_order_relaxed) + 1;
+    if (generation == 0) generation = 1;
+    detail::g_attach_generation.store(generation, std::memory_order_relaxed);
     static bool atfork_done = false;
     if (!atfork_done)
       atfork_done = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child) == 0;
@@ -129,18 +194,41 @@ void release_rings_of_previous_image() noexcept {
 }
 
 __attribute__((constructor)) void attach_from_environment() {
+  // The key's destructor returns a thread's state (and its ring) at thread exit. Created here,
+  // at load, so that a thread's first record (maybe in a signal handler) only sets it.
+  g_process.key_ok = pthread_key_create(&g_process.release_key, release_state) == 0;
   const char* name = std::getenv("SPANRING_SEGMENT");
   if (name != nullptr && name[0] != '\0' && attach_segment(name))
     release_rings_of_previous_image();
 }
 
-// Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees it.
-void release_ring(void* ring) noexcept {
-  ThreadState& t = t_state;
-  if (t.ring.shared() == ring) t.ring.detach();
-  // release: every record this thread published (head) happens-before the drainer's acquire
-  // of state == kRingReleased.
-  static_cast<RingHeader*>(ring)->state.store(kRingReleased, std::memory_order_release);
+// Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees
+// it, and the state to the pool. A signal handler that records after this finds no state and
+// takes one again (the key is set again, so glibc runs this once more).
+void release_state(void* state) noexcept {
+  ThreadState& t = *static_cast<ThreadState*>(state);
+  if (RingHeader* ring = t.ring.shared(); ring != nullptr) {
+    t.ring.detach();
+    // release: every record this thread published (head) happens-before the drainer's acquire
+    // of state == kRingReleased.
+    ring->state.store(kRingReleased, std::memory_order_release);
+  }
+  if (t_self == &t) t_self = nullptr;
+  // release: this thread's last writes to the state happen before the next owner's acquire.
+  t.in_use.store(0, std::memory_order_release);
+}
+
+// dlclose of this copy of the library (a plugin that links libspanring.a, or libspanring.so
+// when its last user goes), and process exit. Threads that outlive a dlclose must not run a
+// key destructor in unmapped code at their exit: delete the key. Nothing else is undone: at
+// exit other threads may still be recording (the segment and states stay mapped), and a thread
+// alive across a dlclose keeps its ring claimed until its process exits (the drainer reclaims
+// the rings of a dead process).
+__attribute__((destructor)) void detach_at_unload() {
+  if (g_process.key_ok) {
+    g_process.key_ok = false;
+    pthread_key_delete(g_process.release_key);
+  }
 }
 
 void copy_thread_name(const ThreadState& t, char* out) noexcept {
@@ -195,14 +283,15 @@ bool claim_ring(ThreadState& t) noexcept {
     t.ring.attach(&r, slots, p.ring_capacity);
     // release: the owner fields above are visible to the drainer's acquire of kRingActive.
     r.state.store(kRingActive, std::memory_order_release);
-    if (p.key_ok) pthread_setspecific(p.release_key, &r);
     return true;
   }
   return false;
 }
 
 void set_thread_name(const char* name) noexcept {
-  ThreadState& t = t_state;
+  ThreadState* const self = thread_state();
+  if (self == nullptr) return;  // no state could be mapped: the kernel's name stays
+  ThreadState& t = *self;
   std::memset(t.name, 0, sizeof t.name);
   if (name != nullptr) std::memcpy(t.name, name, strnlen(name, sizeof t.name));
   t.name_set = name != nullptr && name[0] != '\0';
