@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -177,14 +178,21 @@ bool attach_segment(const char* name) noexcept {
 namespace {
 
 // exec() keeps the pid (and its start time) but ends every thread of the old image, which
-// never released its rings. At load, before any thread of this image claims one, hand those
+// never released its rings. At load, before any thread of this copy claims one, hand those
 // rings to the drainer as released so they are drained and freed now, not when the pid exits.
+// A ring of this pid is the old image's only when its owner thread is gone (tgkill with signal
+// 0: ESRCH): this copy may be loaded by dlopen into a process whose live threads hold rings
+// through another copy of libspanring (the executable's, another plugin's), which must stay
+// theirs. A ring of the thread whose tid is the pid (the old image's leader, or this image's
+// main thread: exec keeps the tid of the leader) cannot be told apart, so it is left to the
+// drainer, which frees it when the process exits.
 void release_rings_of_previous_image() noexcept {
   const ProcessState& p = g_process;
   for (uint32_t i = 0; i < p.ring_count; ++i) {
     RingHeader& r = p.rings[i];
     if (r.state.load(std::memory_order_acquire) == kRingActive && r.owner_pid == p.pid &&
-        r.owner_start_time == p.start_time) {
+        r.owner_start_time == p.start_time && r.owner_tid != p.pid &&
+        ::syscall(SYS_tgkill, p.pid, r.owner_tid, 0) != 0 && errno == ESRCH) {
       uint32_t expected = kRingActive;
       // release: the old image's last head happens-before the drainer's acquire of the state.
       r.state.compare_exchange_strong(expected, kRingReleased, std::memory_order_release,
