@@ -6,8 +6,15 @@
 //
 // Hot path guarantees (producer side, any thread, also inside signal handlers): after a thread's
 // first record, no call here makes a syscall, takes a lock or allocates. A thread's first record
-// claims a ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
-// /proc/self/stat once per process). Nothing here throws, blocks, or aborts the caller: a record
+// maps the thread's state (one mmap, unless a state of an exited thread is free) and claims a
+// ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
+// /proc/self/stat once per process).
+//
+// Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's
+// static TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every
+// cache of string ids keyed by a pointer lives in the module that owns the pointer, so a
+// library that is dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a
+// thread claimed through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or aborts the caller: a record
 // that cannot be stored is dropped and counted in the segment, where the drainer reports it.
 //
 // Limits (from the [STRACE] format, shared/strace-format.md): a name is cut at 64 encoded bytes
@@ -116,8 +123,10 @@ int64_t now_ns() noexcept;
 // span in a forked child) carries the first 16 bytes of `name` instead of the kernel's thread
 // name (prctl PR_GET_NAME, read when the ring is claimed). A ring the thread already holds keeps
 // the name it was claimed with, so call it before the thread's first span. NULL or "" goes back
-// to the kernel's name. Thread-local: names only the calling thread. No syscall, no allocation;
-// also stored while tracing is disabled. Language bindings use it to give their own thread names
+// to the kernel's name. Thread-local: names only the calling thread. Stored in the thread's
+// state, which the thread's first call maps (one mmap) when it has none yet; no other syscall,
+// no allocation; also stored while tracing is disabled. When no state can be mapped the name
+// is not stored (the kernel's name is used). Language bindings use it to give their own thread names
 // (the Python package: threading's name) to lanes that would otherwise all read `python3`.
 void set_thread_name(const char* name) noexcept;
 
@@ -150,7 +159,9 @@ bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const c
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
-// is in scope; restores the previous ones when it ends. Nestable; thread-local.
+// is in scope; restores the previous ones when it ends. Nestable; thread-local. Kept in the
+// thread's state, which the thread's first use maps (one mmap) when it has none yet; when
+// none can be mapped the scope sets nothing.
 class Invocation {
  public:
   Invocation(uint64_t inv, uint64_t hid) noexcept;
