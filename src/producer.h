@@ -54,6 +54,21 @@ struct ProcessState {
 };
 extern ProcessState g_process;
 
+// A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a span
+// of name ids = slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last one
+// resolves its keys with pointer compares instead of one lookup per key. `serial` is the
+// ModuleStrings::serial of the table the ids came from: a module loaded at an unloaded one's
+// address has a table with another serial, so its keys never match the old module's memo.
+namespace detail {
+struct KeyMemo {
+  const char* keys[kCompactAttrs];  // the literal keys, in order
+  uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
+  uint32_t count;                   // keys in use; 0: empty
+  uint32_t serial;                  // the table's serial when filled (never 0 once filled)
+};
+}  // namespace detail
+inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread, on the heap
+
 // Per-thread producer state. It lives on the heap (a private anonymous mapping, taken from
 // g_states' pool) and is reached through one initial-exec TLS pointer, t_self: libspanring's
 // static TLS is that pointer and spanring_vfork_child (<= 16 bytes), because static TLS is a
@@ -76,6 +91,7 @@ struct ThreadState {
   // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
   uint32_t name_set;
   char name[sizeof(RingHeader::thread_name)];
+  detail::KeyMemo key_memo[kKeyMemoSlots];
   // The pool (attach.cpp): every state this copy of the library mapped, linked once, never
   // unlinked; in_use 0 once its thread exited (the next new thread takes it again).
   ThreadState* next_state;

@@ -165,6 +165,12 @@ uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexc
     // The words name ids of an older attach's string table: forget them. relaxed: attach is
     // done before any thread records (span.h), so no other thread fills the table meanwhile.
     for (auto& word : table.words) word.store(0, std::memory_order_relaxed);
+    // A serial no other emptying took (never 0): KeyMemo entries of the table's old contents,
+    // or of an unloaded module's table at this address, no longer match. relaxed: a counter.
+    static std::atomic<uint32_t> serials{0};
+    uint32_t serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (serial == 0) serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
+    table.serial.store(serial, std::memory_order_relaxed);
     table.generation.store(generation, std::memory_order_relaxed);
   }
   if (len == 0) len = static_cast<uint32_t>(strnlen(p, kStringMaxBytes + 1));
@@ -247,7 +253,8 @@ Invocation::~Invocation() {
   }
 }
 
-void Span::begin(const char* name, size_t name_len, uint16_t name_id) noexcept {
+void Span::begin(const char* name, size_t name_len, uint16_t name_id,
+                 detail::ModuleStrings* strings) noexcept {
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
@@ -269,12 +276,12 @@ void Span::begin(const char* name, size_t name_len, uint16_t name_id) noexcept {
   name_ = name;
   name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
   name_id_ = name_id;
+  strings_ = name_id != 0 ? strings : nullptr;
   const uint32_t depth = t.depth++;
   depth_ = depth;
   inv_ = t.inv;
   hid_ = t.hid;
   count_ = 0;
-  key_ids_ = 0;
   negative_ = 0;
   packed_ = true;
   attrs_len_ = 0;
@@ -317,6 +324,43 @@ void Span::begin(const char* name, size_t name_len, uint16_t name_id) noexcept {
   ring->open_depth.store(depth + 1, std::memory_order_relaxed);
 }
 
+// The string ids of the compact keys into `keys` (key i in bits 16i..): from the thread's memo
+// of the last key set of a span of this name when the keys are the same pointers of the same
+// table (compares only), else looked up one by one in strings_ and memoized. False when a key
+// has no id. Inside the thread's guard only (the memo is not signal-safe otherwise).
+__attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
+                                                        uint64_t& keys) const noexcept {
+  const uint32_t count = count_;
+  if (count == 0) {
+    keys = 0;
+    return true;
+  }
+  detail::KeyMemo& memo = memos[name_id_ % kKeyMemoSlots];
+  // relaxed: the serial was set by this thread's or an earlier lookup in the table, ordered
+  // for this thread by the acquire of the name's word (string_id).
+  const uint32_t serial = strings_->serial.load(std::memory_order_relaxed);
+  bool same = memo.count == count && memo.serial == serial;
+#pragma GCC unroll 4
+  for (uint32_t k = 0; k < kCompactAttrs && k < count; ++k) same &= memo.keys[k] == keys_[k];
+  if (__builtin_expect(same, 1)) {
+    keys = memo.ids;
+    return true;
+  }
+  uint64_t ids = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint16_t id = detail::string_id_in(*strings_, keys_[i], 0);
+    if (id == 0) return false;
+    ids |= uint64_t{id} << (16 * i);
+  }
+  std::memcpy(memo.keys, keys_, sizeof memo.keys);
+  memo.ids = ids;
+  memo.count = count;
+  // The serial after the lookups: one of them may have emptied the table (a new attach).
+  memo.serial = strings_->serial.load(std::memory_order_relaxed);
+  keys = ids;
+  return true;
+}
+
 void Span::end() noexcept {
   const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
   // begin() found or made the state, and it lives until the thread exits.
@@ -327,13 +371,17 @@ void Span::end() noexcept {
   const uint16_t flags = tsc_ ? kRecordTsc : 0;
   if (count_ != kSpilled && name_id_ != 0 && dur <= 0xffffffffu && depth_ <= 0xff) {
     guarded_write([&](RingWriter& ring) {
-      if (__builtin_expect(ring.compact_allowed(), 1))
+      // Inside the guard (busy): the thread's key memo is never used by one of its own signal
+      // handlers meanwhile (a handler's record is refused before it gets here).
+      uint64_t keys = 0;
+      if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1))
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
-                                  static_cast<uint16_t>(kRecordCompact | flags), name_id_,
-                                  key_ids_, static_cast<uint8_t>(depth_),
+                                  static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,
+                                  static_cast<uint8_t>(depth_),
                                   static_cast<uint8_t>(count_ | negative_ << 4));
-      // The first record after a drop (which carries the whole sequence number): ordinary.
+      // A key without an id, or the first record after a drop (which carries the whole
+      // sequence number): ordinary.
       spill();
       return ring.write(name_, name_len_, attrs_, attrs_len_, static_cast<uint64_t>(start_), dur,
                         inv_, hid_, depth_,

@@ -62,14 +62,16 @@ extern std::atomic<uint32_t> g_attach_generation;
 // loaded later at the same address starts with an empty table, so its literals get their own
 // ids (a process-wide table keyed by pointer gave them the unloaded library's names).
 // `generation` is the g_attach_generation its words belong to: another one empties the table
-// (string_id_slow). Id 0 cached for a pointer means it cannot be interned (too long, or no room
+// (string_id_slow) and gives it a new `serial`, a number no other emptying in this process
+// took, so that what the library remembers about a table's ids (a thread's memo of key ids)
+// can tell this table's ids from those of an unloaded module's table at the same address. Id 0 cached for a pointer means it cannot be interned (too long, or no room
 // in the segment's table, which never frees entries), so its spans are ordinary without asking
 // the segment again. Only pointers below 2^48 are cached (every user-space pointer with 4-level
 // paging); others are interned on every use.
 inline constexpr uint32_t kModuleStringBits = 8;  // 256 words (2 KiB): far more than hot literals
 struct ModuleStrings {
   std::atomic<uint32_t> generation;
-  uint32_t reserved;
+  std::atomic<uint32_t> serial;
   std::atomic<uint64_t> words[1u << kModuleStringBits];
 };
 #if defined(__GNUC__)
@@ -82,10 +84,10 @@ inline ModuleStrings g_module_strings{};
 // Returns the id, 0 when it cannot be interned. Lock-free, no syscall, async-signal-safe.
 uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexcept;
 
-// The string id of the literal at `p` (len bytes; 0: unknown), 0 when it has none. Tracing
-// must be enabled. Inline: a cached id costs no call.
-SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
-  ModuleStrings& table = g_module_strings;
+// The string id of the literal at `p` (len bytes; 0: unknown) in `table`, 0 when it has none.
+// Tracing must be enabled. Inline: a cached id costs no call.
+SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p,
+                                             uint32_t len) noexcept {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p);
   // Fibonacci hashing: nearby literals (one .rodata) land on different words.
   // acquire: pairs with string_id_slow's release, so the entry the id names is seen ready.
@@ -100,6 +102,11 @@ SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept 
                        1))
     return static_cast<uint16_t>(x);
   return string_id_slow(table, p, len);
+}
+
+// string_id_in the calling module's table.
+SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
+  return string_id_in(g_module_strings, p, len);
 }
 }  // namespace detail
 
@@ -156,6 +163,7 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
 // none): the record is compact when both have ids (else as emit_text). Same contract as emit().
 bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
                   uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept;
+struct KeyMemo;  // the producer's per-thread memo of key ids (library internal)
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -210,12 +218,13 @@ class Span {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes)
         begin(name, __builtin_strlen(name),
-              detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))));
+              detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))),
+              &detail::g_module_strings);
       else
         begin(name,
               __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                            : kNameLenUnknown,
-              0);
+              0, nullptr);
     } else {
       name_ = nullptr;
     }
@@ -233,8 +242,7 @@ class Span {
   SPANRING_ALWAYS_INLINE Span& attr(const char* key, int64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
-        if (compact_key(key, static_cast<uint32_t>(__builtin_strlen(key)),
-                        value == static_cast<int32_t>(value))) {
+        if (compact_key(key, value == static_cast<int32_t>(value))) {
           values_[count_] = static_cast<uint32_t>(value);
           negative_ = static_cast<uint8_t>(negative_ | (value < 0 ? 1u << count_ : 0u));
           ++count_;
@@ -250,7 +258,7 @@ class Span {
   SPANRING_ALWAYS_INLINE Span& attr(const char* key, uint64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
-        if (compact_key(key, static_cast<uint32_t>(__builtin_strlen(key)), value <= 0xffffffffu)) {
+        if (compact_key(key, value <= 0xffffffffu)) {
           values_[count_] = static_cast<uint32_t>(value);
           ++count_;
         } else {
@@ -332,8 +340,10 @@ class Span {
   static constexpr size_t kNameLenUnknown = ~size_t{0};
   // count_ once the attributes are in attrs_ (packed or text): the span is ordinary.
   static constexpr uint8_t kSpilled = 0xff;
-  // name_len: strlen of a literal, else kNameLenUnknown; name_id: its string id, 0: none.
-  void begin(const char* name, size_t name_len, uint16_t name_id) noexcept;
+  // name_len: strlen of a literal, else kNameLenUnknown; name_id: its string id, 0: none;
+  // strings: the table name_id came from (the caller's module's), null with no id.
+  void begin(const char* name, size_t name_len, uint16_t name_id,
+             detail::ModuleStrings* strings) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
   void append_int(std::string_view key, int64_t value) noexcept;
@@ -344,15 +354,17 @@ class Span {
   void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
   // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
   void spill() noexcept;
-  // Keeps literal key `key` (len bytes) as compact attribute count_ when the span can stay
-  // compact: a literal name, fewer than kCompactAttrs, a 32-bit value (`fits`), a string id.
-  // Its id is looked up here, in the table of the module whose literal it is.
-  SPANRING_ALWAYS_INLINE bool compact_key(const char* key, uint32_t len, bool fits) noexcept {
-    if (name_id_ == 0 || count_ >= kCompactAttrs || !fits) return false;
-    const uint16_t id = detail::string_id(key, len);
-    if (id == 0) return false;
+  // The string ids of the compact keys, from strings_ (library side: `memo` is the calling
+  // thread's). False when a key has no id.
+  bool key_ids(detail::KeyMemo* memo, uint64_t& keys) const noexcept;
+  // Keeps literal key `key` as compact attribute count_ when the span can stay compact: a
+  // literal name, fewer than kCompactAttrs, a 32-bit value (`fits`), and the key is a literal
+  // of the module whose table holds the name's id (end() looks the key's id up in strings_: a
+  // key of another module, which may be unloaded while strings_' module is not, must never be
+  // cached there). A pointer compare, no lookup: end() resolves the ids.
+  SPANRING_ALWAYS_INLINE bool compact_key(const char* key, bool fits) noexcept {
+    if (count_ >= kCompactAttrs || !fits || strings_ != &detail::g_module_strings) return false;
     keys_[count_] = key;
-    key_ids_ |= uint64_t{id} << (16 * count_);
     return true;
   }
   void unpack() noexcept;
@@ -378,7 +390,7 @@ class Span {
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
   uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
-  uint64_t key_ids_;                 // string ids of the compact keys, key i in bits 16i..
+  detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
