@@ -77,11 +77,20 @@ ThreadState* thread_state_slow() noexcept {
     t->next_state = next;
     t->in_use.store(1, std::memory_order_relaxed);
   }
+  // A signal handler of this thread that recorded meanwhile may have taken a state of its own
+  // and set t_self: then that one stays the thread's and ours goes back to the pool. A CAS on
+  // the thread's own pointer: atomic against its signal handlers, which is all it needs.
+  ThreadState* mine = nullptr;
+  if (!__atomic_compare_exchange_n(&t_self, &mine, t, false, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED)) {
+    // release: pairs with the next taker's acquire, as at thread exit.
+    t->in_use.store(0, std::memory_order_release);
+    return mine;
+  }
   // The key's destructor returns the state to the pool at thread exit (and releases its ring).
   // The key exists from load on (below), one of the first 32 of the process in practice, so
   // setspecific does not allocate.
   if (g_process.key_ok) pthread_setspecific(g_process.release_key, t);
-  t_self = t;
   return t;
 }
 
