@@ -16,7 +16,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 extern "C" {
 __attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
@@ -72,10 +74,13 @@ ThreadState* thread_state_slow() noexcept {
     } while (!g_states.compare_exchange_weak(head, t, std::memory_order_release,
                                              std::memory_order_relaxed));
   } else {
-    ThreadState* const next = t->next_state;
-    std::memset(static_cast<void*>(t), 0, sizeof *t);
-    t->next_state = next;
-    t->in_use.store(1, std::memory_order_relaxed);
+    // A fresh state but for the pool's fields, which stay as they are: in_use must never read
+    // 0 again while this thread holds the state, or another new thread would take it too.
+    static_assert(std::is_standard_layout_v<ThreadState>, "offsetof below");
+    static_assert(offsetof(ThreadState, next_state) + sizeof(ThreadState*) ==
+                      offsetof(ThreadState, in_use),
+                  "the pool's fields are the last ones");
+    std::memset(static_cast<void*>(t), 0, offsetof(ThreadState, next_state));
   }
   // A signal handler of this thread that recorded meanwhile may have taken a state of its own
   // and set t_self: then that one stays the thread's and ours goes back to the pool. A CAS on
