@@ -363,7 +363,9 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
 
 void Span::end() noexcept {
   const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
-  // begin() found or made the state, and it lives until the thread exits.
+  // begin() found or made the state, and t_self keeps it until the thread's key destructor
+  // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
+  // a signal handler's Span begins and ends inside the handler.
   ThreadState& t = *t_self;
   t.depth -= 1;
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
