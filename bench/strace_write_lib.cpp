@@ -27,6 +27,10 @@ namespace spanring {
 
 namespace detail {
 std::atomic<void*> g_segment{nullptr};
+std::atomic<uint32_t> g_attach_generation{0};
+// No string table: no name or key has an id, so every span goes through begin() and the text
+// attributes, as today's runtimes trace.
+uint16_t string_id_slow(ModuleStrings&, const char*, uint32_t) noexcept { return 0; }
 }  // namespace detail
 
 namespace {
@@ -103,8 +107,8 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
   return write_line(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs,
                     attrs ? strnlen(attrs, kAttrsRawMax) : 0);
 }
-bool emit_literal(const char* name, uint32_t, const char* attrs, uint32_t, int64_t ts_ns,
-                  int64_t dur_ns) noexcept {
+bool emit_literal(const char* name, uint32_t, uint16_t, const char* attrs, uint32_t, uint16_t,
+                  int64_t ts_ns, int64_t dur_ns) noexcept {
   return emit_text(name, ts_ns, dur_ns, attrs);
 }
 }  // namespace detail
@@ -123,11 +127,12 @@ Invocation::~Invocation() {
   t.hid = saved_hid_;
 }
 
-void Span::begin(const char* name, size_t) noexcept {
+void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*) noexcept {
   ThreadState& t = t_state;
   name_ = name != nullptr ? name : "";
   packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
   count_ = kSpilled;  // nothing is kept compact: a literal key's integer comes to add_number
+  strings_ = nullptr;
   tsc_ = false;
   depth_ = t.depth++;
   inv_ = t.inv;

@@ -13,9 +13,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 extern "C" {
 __attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
@@ -26,10 +29,75 @@ namespace spanring {
 
 namespace detail {
 std::atomic<void*> g_segment{nullptr};
+std::atomic<uint32_t> g_attach_generation{0};
 }  // namespace detail
 
 ProcessState g_process;
-constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state{};
+constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_self = nullptr;
+
+namespace {
+
+// Every thread state this copy of the library mapped (ThreadState::next_state), newest first.
+// States are never unmapped while the library is loaded (a signal handler of an exiting thread
+// may still hold one), only marked free and handed to the next new thread, so the list only
+// grows by push and a walk never meets freed memory.
+std::atomic<ThreadState*> g_states{nullptr};
+
+}  // namespace
+
+ThreadState* thread_state_slow() noexcept {
+  ThreadState* t = nullptr;
+  // acquire: pairs with the push's release (the state's next_state is written before).
+  for (ThreadState* s = g_states.load(std::memory_order_acquire); s != nullptr;
+       s = s->next_state) {
+    uint32_t free_state = 0;
+    // acquire: pairs with the exiting thread's release of in_use (its last writes to the
+    // state happen before ours).
+    if (s->in_use.load(std::memory_order_relaxed) == 0 &&
+        s->in_use.compare_exchange_strong(free_state, 1, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+      t = s;
+      break;
+    }
+  }
+  if (t == nullptr) {
+    // mmap, not malloc: this may run in a signal handler (a thread's first record).
+    void* m = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    t = static_cast<ThreadState*>(m);  // zero-filled: every field starts 0 / detached
+    t->in_use.store(1, std::memory_order_relaxed);
+    ThreadState* head = g_states.load(std::memory_order_relaxed);
+    do {
+      t->next_state = head;
+      // release: next_state (and the state's zeros) before any walker sees t.
+    } while (!g_states.compare_exchange_weak(head, t, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  } else {
+    // A fresh state but for the pool's fields, which stay as they are: in_use must never read
+    // 0 again while this thread holds the state, or another new thread would take it too.
+    static_assert(std::is_standard_layout_v<ThreadState>, "offsetof below");
+    static_assert(offsetof(ThreadState, next_state) + sizeof(ThreadState*) ==
+                      offsetof(ThreadState, in_use),
+                  "the pool's fields are the last ones");
+    std::memset(static_cast<void*>(t), 0, offsetof(ThreadState, next_state));
+  }
+  // A signal handler of this thread that recorded meanwhile may have taken a state of its own
+  // and set t_self: then that one stays the thread's and ours goes back to the pool. A CAS on
+  // the thread's own pointer: atomic against its signal handlers, which is all it needs.
+  ThreadState* mine = nullptr;
+  if (!__atomic_compare_exchange_n(&t_self, &mine, t, false, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED)) {
+    // release: pairs with the next taker's acquire, as at thread exit.
+    t->in_use.store(0, std::memory_order_release);
+    return mine;
+  }
+  // The key's destructor returns the state to the pool at thread exit (and releases its ring).
+  // The key exists from load on (below), one of the first 32 of the process in practice, so
+  // setspecific does not allocate.
+  if (g_process.key_ok) pthread_setspecific(g_process.release_key, t);
+  return t;
+}
 
 void disable(const char* why) noexcept {
   detail::g_segment.store(nullptr, std::memory_order_relaxed);
@@ -41,7 +109,7 @@ void disable(const char* why) noexcept {
 
 namespace {
 
-void release_ring(void* ring) noexcept;
+void release_state(void* state) noexcept;
 
 // Fork child: the only thread of the child is the forking thread. It must never write into the
 // ring it inherited from the parent (the parent's thread still owns it), so it forgets it and
@@ -49,7 +117,8 @@ void release_ring(void* ring) noexcept;
 // Fork prepare, in the forking thread: copy its open spans, which the child inherits (they end
 // in the child too), so the child's ring can describe them if the child is killed.
 void on_fork_prepare() noexcept {
-  ThreadState& t = t_state;
+  if (t_self == nullptr) return;
+  ThreadState& t = *t_self;
   t.stash_count = 0;
   RingHeader* ring = t.ring.shared();
   if (ring == nullptr) return;
@@ -59,19 +128,26 @@ void on_fork_prepare() noexcept {
   t.stash_count = n;
 }
 
-void on_fork_parent() noexcept { t_state.stash_count = 0; }
+void on_fork_parent() noexcept {
+  if (t_self != nullptr) t_self->stash_count = 0;
+}
 
 void on_fork_child() noexcept {
-  ThreadState& t = t_state;
-  t.ring.detach();
-  t.no_ring_wait = 0;
-  t.busy = 0;
-  t.reentrant_drops.store(0, std::memory_order_relaxed);
+  // The parent's other threads do not exist here: their states are free for the child's.
+  for (ThreadState* s = g_states.load(std::memory_order_relaxed); s != nullptr;
+       s = s->next_state)
+    if (s != t_self) s->in_use.store(0, std::memory_order_relaxed);
   g_process.pid = static_cast<uint32_t>(::getpid());
   g_process.start_time = process_start_time(g_process.pid);
   // The clock anchor stays the parent's: CLOCK_MONOTONIC is system-wide, and the spans the child
   // inherited began after the parent attached, so they are not before it.
-  if (g_process.key_ok) pthread_setspecific(g_process.release_key, nullptr);
+  if (t_self == nullptr) return;
+  ThreadState& t = *t_self;
+  t.ring.detach();
+  t.no_ring_wait = 0;
+  t.busy = 0;
+  t.reentrant_drops.store(0, std::memory_order_relaxed);
+  // The key's value was inherited (the same state): it returns the state at the child's exit.
 }
 
 }  // namespace
@@ -91,8 +167,12 @@ bool attach_segment(const char* name) noexcept {
     p.pid = static_cast<uint32_t>(::getpid());
     p.start_time = process_start_time(p.pid);
     take_anchor(p);
-    clear_literal_ids();
-    if (!p.key_ok) p.key_ok = pthread_key_create(&p.release_key, release_ring) == 0;
+    // Every module's cached string ids name the previous segment's table (span.h,
+    // ModuleStrings): a new generation empties each table on its next lookup. Never 0 again.
+    // relaxed: g_segment's release below publishes it.
+    uint32_t generation = detail::g_attach_generation.load(std::memory_order_relaxed) + 1;
+    if (generation == 0) generation = 1;
+    detail::g_attach_generation.store(generation, std::memory_order_relaxed);
     static bool atfork_done = false;
     if (!atfork_done)
       atfork_done = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child) == 0;
@@ -112,14 +192,21 @@ bool attach_segment(const char* name) noexcept {
 namespace {
 
 // exec() keeps the pid (and its start time) but ends every thread of the old image, which
-// never released its rings. At load, before any thread of this image claims one, hand those
+// never released its rings. At load, before any thread of this copy claims one, hand those
 // rings to the drainer as released so they are drained and freed now, not when the pid exits.
+// A ring of this pid is the old image's only when its owner thread is gone (tgkill with signal
+// 0: ESRCH): this copy may be loaded by dlopen into a process whose live threads hold rings
+// through another copy of libspanring (the executable's, another plugin's), which must stay
+// theirs. A ring of the thread whose tid is the pid (the old image's leader, or this image's
+// main thread: exec keeps the tid of the leader) cannot be told apart, so it is left to the
+// drainer, which frees it when the process exits.
 void release_rings_of_previous_image() noexcept {
   const ProcessState& p = g_process;
   for (uint32_t i = 0; i < p.ring_count; ++i) {
     RingHeader& r = p.rings[i];
     if (r.state.load(std::memory_order_acquire) == kRingActive && r.owner_pid == p.pid &&
-        r.owner_start_time == p.start_time) {
+        r.owner_start_time == p.start_time && r.owner_tid != p.pid &&
+        ::syscall(SYS_tgkill, p.pid, r.owner_tid, 0) != 0 && errno == ESRCH) {
       uint32_t expected = kRingActive;
       // release: the old image's last head happens-before the drainer's acquire of the state.
       r.state.compare_exchange_strong(expected, kRingReleased, std::memory_order_release,
@@ -129,18 +216,41 @@ void release_rings_of_previous_image() noexcept {
 }
 
 __attribute__((constructor)) void attach_from_environment() {
+  // The key's destructor returns a thread's state (and its ring) at thread exit. Created here,
+  // at load, so that a thread's first record (maybe in a signal handler) only sets it.
+  g_process.key_ok = pthread_key_create(&g_process.release_key, release_state) == 0;
   const char* name = std::getenv("SPANRING_SEGMENT");
   if (name != nullptr && name[0] != '\0' && attach_segment(name))
     release_rings_of_previous_image();
 }
 
-// Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees it.
-void release_ring(void* ring) noexcept {
-  ThreadState& t = t_state;
-  if (t.ring.shared() == ring) t.ring.detach();
-  // release: every record this thread published (head) happens-before the drainer's acquire
-  // of state == kRingReleased.
-  static_cast<RingHeader*>(ring)->state.store(kRingReleased, std::memory_order_release);
+// Thread exit (pthread key destructor): hand the ring to the drainer, which drains and frees
+// it, and the state to the pool. A signal handler that records after this finds no state and
+// takes one again (the key is set again, so glibc runs this once more).
+void release_state(void* state) noexcept {
+  ThreadState& t = *static_cast<ThreadState*>(state);
+  if (RingHeader* ring = t.ring.shared(); ring != nullptr) {
+    t.ring.detach();
+    // release: every record this thread published (head) happens-before the drainer's acquire
+    // of state == kRingReleased.
+    ring->state.store(kRingReleased, std::memory_order_release);
+  }
+  if (t_self == &t) t_self = nullptr;
+  // release: this thread's last writes to the state happen before the next owner's acquire.
+  t.in_use.store(0, std::memory_order_release);
+}
+
+// dlclose of this copy of the library (a plugin that links libspanring.a, or libspanring.so
+// when its last user goes), and process exit. Threads that outlive a dlclose must not run a
+// key destructor in unmapped code at their exit: delete the key. Nothing else is undone: at
+// exit other threads may still be recording (the segment and states stay mapped), and a thread
+// alive across a dlclose keeps its ring claimed until its process exits (the drainer reclaims
+// the rings of a dead process).
+__attribute__((destructor)) void detach_at_unload() {
+  if (g_process.key_ok) {
+    g_process.key_ok = false;
+    pthread_key_delete(g_process.release_key);
+  }
 }
 
 void copy_thread_name(const ThreadState& t, char* out) noexcept {
@@ -195,14 +305,15 @@ bool claim_ring(ThreadState& t) noexcept {
     t.ring.attach(&r, slots, p.ring_capacity);
     // release: the owner fields above are visible to the drainer's acquire of kRingActive.
     r.state.store(kRingActive, std::memory_order_release);
-    if (p.key_ok) pthread_setspecific(p.release_key, &r);
     return true;
   }
   return false;
 }
 
 void set_thread_name(const char* name) noexcept {
-  ThreadState& t = t_state;
+  ThreadState* const self = thread_state();
+  if (self == nullptr) return;  // no state could be mapped: the kernel's name stays
+  ThreadState& t = *self;
   std::memset(t.name, 0, sizeof t.name);
   if (name != nullptr) std::memcpy(t.name, name, strnlen(name, sizeof t.name));
   t.name_set = name != nullptr && name[0] != '\0';

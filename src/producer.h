@@ -49,27 +49,34 @@ struct ProcessState {
   uint64_t anchor_tsc = 0;      // TSC at anchor_mono_ns; 0 when Spans are timed by clock_gettime
   uint32_t anchor_origin = 0;   // 1: announce the anchor at the clock's origin (lower_anchor)
   bool use_tsc = false;         // Spans read the TSC (invariant TSC, SPANRING_CLOCK not "monotonic")
-  pthread_key_t release_key{};
-  bool key_ok = false;
+  pthread_key_t release_key{};  // thread exit: its destructor returns the thread's state
+  bool key_ok = false;          // release_key was created (at load)
 };
 extern ProcessState g_process;
 
-// A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a
-// span of name ids ≡ slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last
-// one resolves its keys with pointer compares instead of one literal-id lookup per key.
+// A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a span
+// of name ids = slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last one
+// resolves its keys with pointer compares instead of one lookup per key. `serial` is the
+// ModuleStrings::serial of the table the ids came from: a module loaded at an unloaded one's
+// address has a table with another serial, so its keys never match the old module's memo.
 namespace detail {
 struct KeyMemo {
   const char* keys[kCompactAttrs];  // the literal keys, in order
   uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
   uint32_t count;                   // keys in use; 0: empty
-  uint32_t epoch;                   // g_literal_epoch when filled (ids of that segment)
+  uint32_t serial;                  // the table's serial when filled (never 0 once filled)
 };
 }  // namespace detail
-inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread
+inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread, on the heap
 
-// Per-thread producer state. initial-exec TLS: a fixed offset from the thread pointer, so the
-// hot path never calls __tls_get_addr (which may allocate on a thread's first access to a
-// dlopen'ed library's TLS, and is not async-signal-safe).
+// Per-thread producer state. It lives on the heap (a private anonymous mapping, taken from
+// g_states' pool) and is reached through one initial-exec TLS pointer, t_self: libspanring's
+// static TLS is that pointer and spanring_vfork_child (<= 16 bytes), because static TLS is a
+// small budget every dlopen'ed library shares (about 1.7 KB in a fresh glibc 2.36 process):
+// a 1 KB block here made dlopen of a plugin fail once others had used part of it. Initial-exec
+// rather than general-dynamic: a fixed offset from the thread pointer, so the hot path never
+// calls __tls_get_addr (which may allocate on a thread's first access, and is not
+// async-signal-safe).
 struct ThreadState {
   RingWriter ring;        // this thread's ring; detached until its first record claims one
   uint64_t inv;           // current invocation (Invocation scope)
@@ -85,22 +92,30 @@ struct ThreadState {
   uint32_t name_set;
   char name[sizeof(RingHeader::thread_name)];
   detail::KeyMemo key_memo[kKeyMemoSlots];
+  // The pool (attach.cpp): every state this copy of the library mapped, linked once, never
+  // unlinked; in_use 0 once its thread exited (the next new thread takes it again).
+  ThreadState* next_state;
+  std::atomic<uint32_t> in_use;
 };
-// constinit: zero-initialised, no dynamic initialisation, so other units read it directly
-// instead of through a TLS wrapper call (3 instructions per access on the hot path).
-extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState t_state;
+// The calling thread's state; null until its first need (thread_state()). constinit: no TLS
+// wrapper call. A forked child inherits the pointer and the (copied) mapping.
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_self;
+
+// The calling thread's state: t_self, or a state taken from the pool (or mapped: one mmap) on
+// the thread's first need; null when no state can be mapped (the caller drops and counts).
+// Cold path async-signal-safe (a CAS walk of the pool, mmap, pthread_setspecific of a key
+// created at load, so never a second-level allocation).
+ThreadState* thread_state_slow() noexcept;
+__attribute__((always_inline)) inline ThreadState* thread_state() noexcept {
+  ThreadState* t = t_self;
+  return __builtin_expect(t != nullptr, 1) ? t : thread_state_slow();
+}
 
 // A thread that found every ring taken retries after this many records, so a thread without a
 // ring does not scan the ring table on every record.
 inline constexpr uint32_t kNoRingRetry = 1024;
 
-// ---- span.cpp: the literal-id cache
-
-// Forgets every cached literal id (attach: a new segment has another string table). Call
-// before g_segment is published.
-void clear_literal_ids() noexcept;
-// Incremented by every clear_literal_ids (never 0): a KeyMemo of another epoch is stale.
-extern uint32_t g_literal_epoch;
+// ---- span.cpp
 
 // emit_record() once tracing is known to be enabled: the C ABI's spanring_emit calls it
 // directly (a hidden symbol: no call through the PLT, as to the exported emit_record).

@@ -17,47 +17,6 @@
 namespace spanring {
 namespace {
 
-// ---- the literal-id cache
-//
-// A string literal's string id, by its address: a direct-mapped table of words `pointer << 16 |
-// id`, one per slot, so a lookup is a multiply, a shift, a load and a compare. Written with
-// one 64-bit store (never torn); a collision just overwrites (the evicted literal is looked up
-// in the segment's table again on its next use). id 0 cached for a pointer means it cannot be
-// interned (too long, or the table has no room within the probe limit, which never changes:
-// entries are never freed), so its spans are ordinary without asking the table again.
-// Process-wide; cleared at attach. A forked child keeps it (it keeps the segment and the ids);
-// exec starts with it empty. Only pointers below 2^48 are cached (the shift keeps 48 bits),
-// which is every user-space pointer with 4-level paging; others are looked up every time.
-constexpr uint32_t kLiteralIdBits = 11;  // 2048 slots (16 KiB): far more than hot literals
-alignas(64) std::atomic<uint64_t> g_literal_ids[1u << kLiteralIdBits];
-
-inline std::atomic<uint64_t>& literal_slot(const char* p) noexcept {
-  // Fibonacci hashing: nearby literals (one .rodata) land on different slots.
-  return g_literal_ids[(reinterpret_cast<uintptr_t>(p) * 0x9e3779b97f4a7c15ull) >>
-                       (64 - kLiteralIdBits)];
-}
-
-// Interns the literal at `p` (len bytes; 0: measure it) and caches its id.
-__attribute__((noinline)) uint16_t literal_id_slow(const char* p, uint32_t len) noexcept {
-  if (len == 0) len = static_cast<uint32_t>(strnlen(p, kStringMaxBytes + 1));
-  const uint16_t id = intern(g_process.strings, p, len, &g_process.header->strings_full);
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  // release: pairs with literal_id's acquire, so a thread that finds the id also sees the
-  // entry kStringReady (this thread acquired that in intern), and the drainer, acquiring the
-  // head that thread publishes, does too.
-  if ((at >> 48) == 0) literal_slot(p).store(at << 16 | id, std::memory_order_release);
-  return id;
-}
-
-// The string id of literal `p` (len bytes, 0 = unknown), 0 when it cannot be interned.
-inline uint16_t literal_id(const char* p, uint32_t len) noexcept {
-  // acquire: pairs with literal_id_slow's release (free on x86-64: a plain load).
-  const uint64_t x = literal_slot(p).load(std::memory_order_acquire) ^
-                     (reinterpret_cast<uintptr_t>(p) << 16);
-  if (__builtin_expect(x < 0x10000, 1)) return static_cast<uint16_t>(x);
-  return literal_id_slow(p, len);
-}
-
 // ---- the record write
 
 // Runs `write(RingWriter&)`, which writes one record into the calling thread's ring, claiming
@@ -67,8 +26,19 @@ inline uint16_t literal_id(const char* p, uint32_t len) noexcept {
 // and counted), false when dropped here.
 template <class Write>
 inline bool guarded_write(Write&& write) noexcept {
-  ThreadState& t = t_state;
-  if (__builtin_expect(t.busy | spanring_vfork_child, 0)) {
+  if (__builtin_expect(spanring_vfork_child, 0)) {
+    // relaxed: a report counter.
+    g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  ThreadState* const self = thread_state();
+  if (__builtin_expect(self == nullptr, 0)) {
+    // No state could be mapped for this thread, so no ring either. relaxed: a report counter.
+    g_process.header->no_ring_drops.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  ThreadState& t = *self;
+  if (__builtin_expect(t.busy, 0)) {
     if (spanring_vfork_child) {
       // relaxed: a report counter.
       g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
@@ -140,7 +110,8 @@ __attribute__((noinline, cold)) void lower_anchor(const char* attrs,
   if (attrs != nullptr && is_device_attrs(std::string_view(attrs, attrs_len))) return;
   // relaxed: the record's release of head orders the ring's flag for the drainer.
   std::atomic_ref(g_process.anchor_origin).store(1, std::memory_order_relaxed);
-  if (RingHeader* r = t_state.ring.shared()) r->anchor_origin.store(1, std::memory_order_relaxed);
+  if (t_self == nullptr) return;  // no ring yet: claim_ring copies the process' flag
+  if (RingHeader* r = t_self->ring.shared()) r->anchor_origin.store(1, std::memory_order_relaxed);
 }
 
 // Whether an explicit record starting at ts_ns must move the anchor (see lower_anchor).
@@ -170,14 +141,6 @@ __attribute__((always_inline)) inline bool emit_checked(
 
 }  // namespace
 
-uint32_t g_literal_epoch = 0;
-
-void clear_literal_ids() noexcept {
-  g_literal_epoch += 1;
-  // relaxed: attach runs before g_segment is published (release), which orders these stores
-  // for every thread that then records.
-  for (auto& slot : g_literal_ids) slot.store(0, std::memory_order_relaxed);
-}
 
 bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                 int64_t dur_ns, const char* attrs) noexcept {
@@ -195,23 +158,62 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
 
 namespace detail {
 
+uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexcept {
+  // acquire: pairs with attach's release of the generation (with the segment's geometry).
+  const uint32_t generation = g_attach_generation.load(std::memory_order_acquire);
+  if (table.generation.load(std::memory_order_relaxed) != generation) {
+    // The words name ids of an older attach's string table: forget them. relaxed: attach is
+    // done before any thread records (span.h), so no other thread fills the table meanwhile.
+    for (auto& word : table.words) word.store(0, std::memory_order_relaxed);
+    // A serial no other emptying took (never 0): KeyMemo entries of the table's old contents,
+    // or of an unloaded module's table at this address, no longer match. relaxed: a counter.
+    static std::atomic<uint32_t> serials{0};
+    uint32_t serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (serial == 0) serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
+    table.serial.store(serial, std::memory_order_relaxed);
+    table.generation.store(generation, std::memory_order_relaxed);
+  }
+  if (len == 0) len = static_cast<uint32_t>(strnlen(p, kStringMaxBytes + 1));
+  const uint16_t id = intern(g_process.strings, p, len, &g_process.header->strings_full);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  // release: pairs with string_id's acquire, so a thread that finds the id also sees the entry
+  // kStringReady (this thread acquired that in intern), and the drainer, acquiring the head
+  // that thread publishes, does too.
+  if ((at >> 48) == 0)
+    table.words[(at * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].store(
+        at << 16 | id, std::memory_order_release);
+  return id;
+}
+
+namespace {
+// The calling thread's invocation, hid and depth; zeros when it has no state (a record that
+// then finds no state either is dropped and counted by guarded_write).
+struct Context {
+  uint64_t inv = 0;
+  uint64_t hid = 0;
+  uint32_t depth = 0;
+};
+inline Context context() noexcept {
+  const ThreadState* t = thread_state();
+  return t != nullptr ? Context{t->inv, t->hid, t->depth} : Context{};
+}
+}  // namespace
+
 bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
-  const ThreadState& t = t_state;
+  const Context t = context();
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
   if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
   return emit_checked(name, bounded_len(name, kNameRawMax), t.inv, t.hid, t.depth, ts_ns, dur_ns,
                       attrs, attrs_len);
 }
 
-bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
-                  int64_t ts_ns, int64_t dur_ns) noexcept {
-  const ThreadState& t = t_state;
+bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
+                  uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept {
+  const Context t = context();
   if (__builtin_expect(before_anchor(ts_ns), 0)) lower_anchor(attrs, attrs_len);
   const uint32_t depth = t.depth;
   // Compact: both ids known, ts and dur in range (negative ones are invalid: emit_checked).
   if (ts_ns >= 0 && static_cast<uint64_t>(dur_ns) <= 0xffffffffu && depth <= 0xff) {
-    const uint16_t name_id = literal_id(name, name_len);
-    const uint16_t attrs_id = attrs_len != 0 ? literal_id(attrs, attrs_len) : 0;
     if (name_id != 0 && (attrs_id != 0 || attrs_len == 0)) {
       const uint64_t inv = t.inv;
       const uint64_t hid = t.hid;
@@ -233,39 +235,48 @@ bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32
 }  // namespace detail
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
-  ThreadState& t = t_state;
-  saved_inv_ = t.inv;
-  saved_hid_ = t.hid;
-  t.inv = inv;
-  t.hid = hid;
+  ThreadState* const t = thread_state();
+  if (t == nullptr) {  // no state could be mapped: the scope sets nothing
+    saved_inv_ = saved_hid_ = 0;
+    return;
+  }
+  saved_inv_ = t->inv;
+  saved_hid_ = t->hid;
+  t->inv = inv;
+  t->hid = hid;
 }
 
 Invocation::~Invocation() {
-  ThreadState& t = t_state;
-  t.inv = saved_inv_;
-  t.hid = saved_hid_;
+  if (ThreadState* const t = t_self; t != nullptr) {
+    t->inv = saved_inv_;
+    t->hid = saved_hid_;
+  }
 }
 
-void Span::begin(const char* name, size_t name_len) noexcept {
+void Span::begin(const char* name, size_t name_len, uint16_t name_id,
+                 detail::ModuleStrings* strings) noexcept {
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
     name_ = nullptr;  // the span is inactive
     return;
   }
-  ThreadState& t = t_state;
-  uint16_t name_id = 0;
-  if (name_len != kNameLenUnknown) {
-    // A literal (span.h): its id by pointer, when it can have one.
-    if (name_len - 1 < kStringMaxBytes)
-      name_id = literal_id(name, static_cast<uint32_t>(name_len));
-  } else {
+  ThreadState* const self = thread_state();
+  if (__builtin_expect(self == nullptr, 0)) {
+    // No state could be mapped for this thread: the span is dropped and counted.
+    g_process.header->no_ring_drops.fetch_add(1, std::memory_order_relaxed);
+    name_ = nullptr;
+    return;
+  }
+  ThreadState& t = *self;
+  if (name_len == kNameLenUnknown) {
     if (name == nullptr) name = "";  // an empty name is reported as an invalid record
     name_len = strnlen(name, kNameRawMax);
   }
   name_ = name;
   name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
   name_id_ = name_id;
+  strings_ = name_id != 0 ? strings : nullptr;
   const uint32_t depth = t.depth++;
   depth_ = depth;
   inv_ = t.inv;
@@ -314,9 +325,9 @@ void Span::begin(const char* name, size_t name_len) noexcept {
 }
 
 // The string ids of the compact keys into `keys` (key i in bits 16i..): from the thread's memo
-// of the last key set of a span of this name when the keys are the same pointers (compares
-// only), else looked up one by one and memoized. False when a key has no id. Inside the
-// thread's guard only (the memo is not signal-safe otherwise).
+// of the last key set of a span of this name when the keys are the same pointers of the same
+// table (compares only), else looked up one by one in strings_ and memoized. False when a key
+// has no id. Inside the thread's guard only (the memo is not signal-safe otherwise).
 __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
                                                         uint64_t& keys) const noexcept {
   const uint32_t count = count_;
@@ -325,7 +336,10 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
     return true;
   }
   detail::KeyMemo& memo = memos[name_id_ % kKeyMemoSlots];
-  bool same = memo.count == count && memo.epoch == g_literal_epoch;
+  // relaxed: the serial was set by this thread's or an earlier lookup in the table, ordered
+  // for this thread by the acquire of the name's word (string_id).
+  const uint32_t serial = strings_->serial.load(std::memory_order_relaxed);
+  bool same = memo.count == count && memo.serial == serial;
 #pragma GCC unroll 4
   for (uint32_t k = 0; k < kCompactAttrs && k < count; ++k) same &= memo.keys[k] == keys_[k];
   if (__builtin_expect(same, 1)) {
@@ -334,21 +348,25 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
   }
   uint64_t ids = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    const uint16_t id = literal_id(keys_[i], 0);
+    const uint16_t id = detail::string_id_in(*strings_, keys_[i], 0);
     if (id == 0) return false;
     ids |= uint64_t{id} << (16 * i);
   }
   std::memcpy(memo.keys, keys_, sizeof memo.keys);
   memo.ids = ids;
   memo.count = count;
-  memo.epoch = g_literal_epoch;
+  // The serial after the lookups: one of them may have emptied the table (a new attach).
+  memo.serial = strings_->serial.load(std::memory_order_relaxed);
   keys = ids;
   return true;
 }
 
 void Span::end() noexcept {
   const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
-  ThreadState& t = t_state;
+  // begin() found or made the state, and t_self keeps it until the thread's key destructor
+  // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
+  // a signal handler's Span begins and ends inside the handler.
+  ThreadState& t = *t_self;
   t.depth -= 1;
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;

@@ -6,8 +6,15 @@
 //
 // Hot path guarantees (producer side, any thread, also inside signal handlers): after a thread's
 // first record, no call here makes a syscall, takes a lock or allocates. A thread's first record
-// claims a ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
-// /proc/self/stat once per process). Nothing here throws, blocks, or aborts the caller: a record
+// maps the thread's state (one mmap, unless a state of an exited thread is free) and claims a
+// ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
+// /proc/self/stat once per process).
+//
+// Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's
+// static TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every
+// cache of string ids keyed by a pointer lives in the module that owns the pointer, so a
+// library that is dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a
+// thread claimed through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or aborts the caller: a record
 // that cannot be stored is dropped and counted in the segment, where the drainer reports it.
 //
 // Limits (from the [STRACE] format, shared/strace-format.md): a name is cut at 64 encoded bytes
@@ -40,6 +47,67 @@ namespace detail {
 // read relaxed on every span: the data it guards was published before by the same thread
 // (load) or is process-private, so only the null check matters on the hot path.
 extern std::atomic<void*> g_segment;
+
+// Which attach of this copy of libspanring the string ids belong to: incremented (never 0
+// again) by every attach, which maps another segment with another string table, before
+// g_segment is published. A fork keeps it (the child keeps the segment and its ids); exec
+// starts at 0.
+extern std::atomic<uint32_t> g_attach_generation;
+
+// A module's string ids: a direct-mapped table of words `pointer << 16 | id`, by the address
+// of a literal name, key or attribute text, so a lookup is a multiply, a shift, two loads and
+// two compares. One table per module (executable or shared library) that holds call sites:
+// g_module_strings is a hidden inline variable, so it lives in the module's own .bss and is
+// unmapped with the module. A library that is dlclose'd takes its cache with it; a library
+// loaded later at the same address starts with an empty table, so its literals get their own
+// ids (a process-wide table keyed by pointer gave them the unloaded library's names).
+// `generation` is the g_attach_generation its words belong to: another one empties the table
+// (string_id_slow) and gives it a new `serial`, a number no other emptying in this process
+// took, so that what the library remembers about a table's ids (a thread's memo of key ids)
+// can tell this table's ids from those of an unloaded module's table at the same address. Id 0 cached for a pointer means it cannot be interned (too long, or no room
+// in the segment's table, which never frees entries), so its spans are ordinary without asking
+// the segment again. Only pointers below 2^48 are cached (every user-space pointer with 4-level
+// paging); others are interned on every use.
+inline constexpr uint32_t kModuleStringBits = 8;  // 256 words (2 KiB): far more than hot literals
+struct ModuleStrings {
+  std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> serial;
+  std::atomic<uint64_t> words[1u << kModuleStringBits];
+};
+#if defined(__GNUC__)
+__attribute__((visibility("hidden")))
+#endif
+inline ModuleStrings g_module_strings{};
+
+// Interns `p` (len bytes, 1..kStringMaxBytes; 0: measure it) in the segment's string table and
+// caches its id in `table`, first emptying the table when it belongs to an older attach.
+// Returns the id, 0 when it cannot be interned. Lock-free, no syscall, async-signal-safe.
+uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexcept;
+
+// The string id of the literal at `p` (len bytes; 0: unknown) in `table`, 0 when it has none.
+// Tracing must be enabled. Inline: a cached id costs no call.
+SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p,
+                                             uint32_t len) noexcept {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  // Fibonacci hashing: nearby literals (one .rodata) land on different words.
+  // acquire: pairs with string_id_slow's release, so the entry the id names is seen ready.
+  const uint64_t x =
+      table.words[(at * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].load(
+          std::memory_order_acquire) ^
+      (static_cast<uint64_t>(at) << 16);
+  // relaxed: both generations are written before g_segment is published (attach) or by this
+  // thread's own string_id_slow; attach while other threads record is not supported.
+  if (__builtin_expect(x < 0x10000 && table.generation.load(std::memory_order_relaxed) ==
+                                          g_attach_generation.load(std::memory_order_relaxed),
+                       1))
+    return static_cast<uint16_t>(x);
+  return string_id_slow(table, p, len);
+}
+
+// string_id_in the calling module's table.
+SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
+  return string_id_in(g_module_strings, p, len);
+}
 }  // namespace detail
 
 // True when records from this process go to a segment. Any thread; a relaxed load.
@@ -62,8 +130,10 @@ int64_t now_ns() noexcept;
 // span in a forked child) carries the first 16 bytes of `name` instead of the kernel's thread
 // name (prctl PR_GET_NAME, read when the ring is claimed). A ring the thread already holds keeps
 // the name it was claimed with, so call it before the thread's first span. NULL or "" goes back
-// to the kernel's name. Thread-local: names only the calling thread. No syscall, no allocation;
-// also stored while tracing is disabled. Language bindings use it to give their own thread names
+// to the kernel's name. Thread-local: names only the calling thread. Stored in the thread's
+// state, which the thread's first call maps (one mmap) when it has none yet; no other syscall,
+// no allocation; also stored while tracing is disabled. When no state can be mapped the name
+// is not stored (the kernel's name is used). Language bindings use it to give their own thread names
 // (the Python package: threading's name) to lanes that would otherwise all read `python3`.
 void set_thread_name(const char* name) noexcept;
 
@@ -89,16 +159,17 @@ namespace detail {
 // contract as emit(), which has already checked that tracing is enabled.
 bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept;
 // emit() for a literal name (name_len = strlen, 1..kStringMaxBytes) and literal attributes
-// (`attrs` null or attrs_len = strlen <= kStringMaxBytes): both pointers are looked up in the
-// literal-id cache, and the record is compact when both have ids (else as emit_text). Same
-// contract as emit().
-bool emit_literal(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
-                  int64_t ts_ns, int64_t dur_ns) noexcept;
+// (`attrs` null or attrs_len = strlen <= kStringMaxBytes) with their string ids (string_id; 0:
+// none): the record is compact when both have ids (else as emit_text). Same contract as emit().
+bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
+                  uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept;
 struct KeyMemo;  // the producer's per-thread memo of key ids (library internal)
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
-// is in scope; restores the previous ones when it ends. Nestable; thread-local.
+// is in scope; restores the previous ones when it ends. Nestable; thread-local. Kept in the
+// thread's state, which the thread's first use maps (one mmap) when it has none yet; when
+// none can be mapped the scope sets nothing.
 class Invocation {
  public:
   Invocation(uint64_t inv, uint64_t hid) noexcept;
@@ -128,26 +199,35 @@ class Invocation {
 //
 // Literal strings: a name or key is taken for a literal when GCC can fold
 // `__builtin_constant_p(__builtin_strlen(p))`, i.e. a string literal or a constant char array
-// seen through the inlined call, with optimization (-O1 and up). Its string id is cached per
-// process by *pointer* (the first use interns it in the segment's string table, later ones
-// look the pointer up: a few instructions). -O0 builds, clang and every runtime pointer take
-// the ordinary path. Known limit of caching by pointer: a literal of a library that is
-// dlclose'd, whose address is later reused by another loaded library's different literal, is
-// taken for the old string (its id names the old bytes) until the process attaches again. Do
-// not dlclose libraries that record spans, or name their spans with runtime strings.
+// seen through the inlined call, with optimization (-O1 and up). Its string id is resolved
+// inline, where the Span is written, from the table of the module that holds the call site
+// (detail::string_id: the first use interns it in the segment's string table, later ones look
+// the pointer up in the module's own table, a few instructions). The cache dies with the
+// module, so a library that is dlclose'd and another loaded at its address each name their
+// spans with their own strings. -O0 builds, clang and every runtime pointer take the ordinary
+// path (the same output bytes).
 class Span {
  public:
   SPANRING_ALWAYS_INLINE explicit Span(const char* name) noexcept {
     // A literal's length is known here at compile time (no strnlen in the library), and only a
-    // literal's pointer may stand for its bytes: begin() looks its string id up by pointer.
-    // Any other name is measured once, in begin().
+    // literal's pointer may stand for its bytes: its string id is looked up here, in this
+    // module's table. Any other name is measured once, in begin().
     // Disabled: name_ = nullptr on this path only, where the destructor's check sees it (and
     // both vanish); begin() sets name_ itself.
-    if (enabled())
-      begin(name, __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
-                                                               : kNameLenUnknown);
-    else
+    if (enabled()) {
+      if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
+          __builtin_strlen(name) <= kStringMaxBytes)
+        begin(name, __builtin_strlen(name),
+              detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))),
+              &detail::g_module_strings);
+      else
+        begin(name,
+              __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
+                                                           : kNameLenUnknown,
+              0, nullptr);
+    } else {
       name_ = nullptr;
+    }
   }
   ~Span() {
     if (name_ != nullptr) end();
@@ -162,8 +242,7 @@ class Span {
   SPANRING_ALWAYS_INLINE Span& attr(const char* key, int64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
-        if (count_ < kCompactAttrs && value == static_cast<int32_t>(value)) {
-          keys_[count_] = key;
+        if (compact_key(key, value == static_cast<int32_t>(value))) {
           values_[count_] = static_cast<uint32_t>(value);
           negative_ = static_cast<uint8_t>(negative_ | (value < 0 ? 1u << count_ : 0u));
           ++count_;
@@ -179,8 +258,7 @@ class Span {
   SPANRING_ALWAYS_INLINE Span& attr(const char* key, uint64_t value) noexcept {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
-        if (count_ < kCompactAttrs && value <= 0xffffffffu) {
-          keys_[count_] = key;
+        if (compact_key(key, value <= 0xffffffffu)) {
           values_[count_] = static_cast<uint32_t>(value);
           ++count_;
         } else {
@@ -262,7 +340,10 @@ class Span {
   static constexpr size_t kNameLenUnknown = ~size_t{0};
   // count_ once the attributes are in attrs_ (packed or text): the span is ordinary.
   static constexpr uint8_t kSpilled = 0xff;
-  void begin(const char* name, size_t name_len) noexcept;
+  // name_len: strlen of a literal, else kNameLenUnknown; name_id: its string id, 0: none;
+  // strings: the table name_id came from (the caller's module's), null with no id.
+  void begin(const char* name, size_t name_len, uint16_t name_id,
+             detail::ModuleStrings* strings) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
   void append_int(std::string_view key, int64_t value) noexcept;
@@ -273,8 +354,19 @@ class Span {
   void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
   // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
   void spill() noexcept;
-  // The string ids of the compact keys (library side: `memo` is the calling thread's).
+  // The string ids of the compact keys, from strings_ (library side: `memo` is the calling
+  // thread's). False when a key has no id.
   bool key_ids(detail::KeyMemo* memo, uint64_t& keys) const noexcept;
+  // Keeps literal key `key` as compact attribute count_ when the span can stay compact: a
+  // literal name, fewer than kCompactAttrs, a 32-bit value (`fits`), and the key is a literal
+  // of the module whose table holds the name's id (end() looks the key's id up in strings_: a
+  // key of another module, which may be unloaded while strings_' module is not, must never be
+  // cached there). A pointer compare, no lookup: end() resolves the ids.
+  SPANRING_ALWAYS_INLINE bool compact_key(const char* key, bool fits) noexcept {
+    if (count_ >= kCompactAttrs || !fits || strings_ != &detail::g_module_strings) return false;
+    keys_[count_] = key;
+    return true;
+  }
   void unpack() noexcept;
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
@@ -298,6 +390,7 @@ class Span {
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
   uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
@@ -306,15 +399,20 @@ class Span {
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
                                  const char* attrs) noexcept {
   if (!enabled()) return false;
-  // Both literals (see "Literal strings" at Span): their ids can be cached by pointer.
+  // Both literals (see "Literal strings" at Span): their ids are cached by pointer, in this
+  // module's table.
   if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
       __builtin_strlen(name) <= kStringMaxBytes && __builtin_constant_p(attrs == nullptr) &&
       (attrs == nullptr || (__builtin_constant_p(__builtin_strlen(attrs)) &&
                             __builtin_strlen(attrs) <= kStringMaxBytes)))
-    return detail::emit_literal(name, static_cast<uint32_t>(__builtin_strlen(name)), attrs,
-                                attrs == nullptr ? 0u
-                                                 : static_cast<uint32_t>(__builtin_strlen(attrs)),
-                                ts_ns, dur_ns);
+    return detail::emit_literal(
+        name, static_cast<uint32_t>(__builtin_strlen(name)),
+        detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))), attrs,
+        attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs)),
+        attrs == nullptr || __builtin_strlen(attrs) == 0
+            ? uint16_t{0}
+            : detail::string_id(attrs, static_cast<uint32_t>(__builtin_strlen(attrs))),
+        ts_ns, dur_ns);
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }
 

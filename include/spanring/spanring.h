@@ -42,7 +42,8 @@ int64_t spanring_now_ns(void);
  * span in a forked child) carries the first 16 bytes of name instead of the kernel's thread name
  * (prctl PR_GET_NAME). A ring the thread already holds keeps its name: call it before the
  * thread's first span. NULL or "" goes back to the kernel's name. Names only the calling thread;
- * no syscall, no allocation; works while tracing is disabled too. */
+ * the thread's first call maps its state (one mmap) when it has none yet, otherwise no syscall
+ * and no allocation; works while tracing is disabled too. */
 void spanring_set_thread_name(const char *name);
 
 #ifdef __cplusplus

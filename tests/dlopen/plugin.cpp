@@ -1,0 +1,28 @@
+// A plugin that records spans through spanring, built several times from this file (meson.build):
+// PLUGIN_SPAN and PLUGIN_KEY are its span name and attribute key, literals of the same length in
+// every build, so that two builds have the same layout and, loaded one after the other at the
+// same address, their literals have the same addresses. Linked with libspanring.so or with
+// libspanring.a; the host that loads it never linked spanring. Built with -O2: the literal name
+// and key take the compact path (string ids cached by pointer), which is what the test is about.
+#include <spanring/span.h>
+
+#include <cstdint>
+
+#ifndef __OPTIMIZE__
+#error "plugin.cpp must be compiled with optimization (literal detection)"
+#endif
+
+extern "C" {
+
+// The address of this plugin's span name (the host compares two plugins' addresses).
+__attribute__((visibility("default"))) const char* plugin_span_name() { return PLUGIN_SPAN; }
+
+// Records `count` spans named PLUGIN_SPAN, each with PLUGIN_KEY=<index>, on the calling thread.
+__attribute__((visibility("default"))) void plugin_record(int count) {
+  for (int i = 0; i < count; ++i) {
+    spanring::Span s(PLUGIN_SPAN);
+    s.attr(PLUGIN_KEY, i);
+  }
+}
+
+}  // extern "C"
