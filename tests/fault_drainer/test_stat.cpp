@@ -1,4 +1,4 @@
-// `spanring stat --segment NAME [--json]` (drain/stat.h) against real processes: a live
+// `spanring stat --segment NAME [--json]` (cli/stat.cpp) against real processes: a live
 // `spanring run` of fault_emitter (creator and drainer alive, one ring per emitting thread with
 // its owner's pid, tid and thread name), the same run with its drainer stopped (the rings fill
 // up, then drop: fill and ring_full climb, and records = slots / 2 for these 2-slot records),
