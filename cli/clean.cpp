@@ -1,7 +1,7 @@
 // `spanring clean`: removes the segments in /dev/shm that nothing can use any more.
 #include "cli/commands.h"
 #include "drain/process_identity.h"
-#include "src/proc.h"
+#include "drain/unfinished_segment.h"
 
 #include <spanring/error.h>
 #include <spanring/segment.h>
@@ -49,12 +49,13 @@ int clean_segments(bool dry_run) {
         std::fprintf(stderr, "spanring: kept %s: %s\n", name.c_str(), e.what());
         continue;
       }
-      // No magic: a segment whose creator was killed while creating it, or not a spanring
-      // segment at all (not ours to judge, and not worth a line).
-      const std::optional<Segment::Creator> creator = Segment::unfinished_creator(name);
-      if (!creator) continue;
-      if (creator->start_time == 0 || process_start_time(creator->pid) == creator->start_time)
-        why_kept = "its creator pid " + std::to_string(creator->pid) + " is still creating it";
+      // No magic: a segment whose creator was killed while creating it (at any step), or not
+      // a spanring segment at all (not ours to judge, and not worth a line).
+      const std::optional<UnfinishedSegment> unfinished = unfinished_segment(name);
+      if (!unfinished) continue;
+      if (unfinished->creator_alive)
+        why_kept =
+            "its creator pid " + std::to_string(unfinished->creator_pid) + " is still creating it";
       why_removed = "its creator died while creating it";
     }
     if (!why_kept.empty()) {

@@ -1,7 +1,7 @@
 // `spanring stat`: the live state of a segment (drain/segment_stat.h), read only, on stdout.
 #include "cli/commands.h"
-#include "drain/process_identity.h"
 #include "drain/segment_stat.h"
+#include "drain/unfinished_segment.h"
 
 #include <spanring/error.h>
 #include <spanring/segment.h>
@@ -24,12 +24,11 @@ int show_stat(const std::string& name, bool json) {
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kNotASegment) throw;
     // No magic: a creation that never finished says who made it; anything else is not ours.
-    if (const auto creator = Segment::unfinished_creator(name)) {
-      const bool alive = recorded_process_alive(creator->pid, creator->start_time);
+    if (const auto unfinished = unfinished_segment(name)) {
       throw Error(ErrorCode::kNotASegment,
                   "segment '" + name + "' is not initialised: its creator pid " +
-                      std::to_string(creator->pid) +
-                      (alive ? " is still creating it"
+                      std::to_string(unfinished->creator_pid) +
+                      (unfinished->creator_alive ? " is still creating it"
                              : " died while creating it (spanring clean removes it)"),
                   EPROTO, name);
     }
