@@ -1,6 +1,6 @@
 // bench_drain: how many records per second does the drainer sustain to [STRACE] text (and to
 // its binary format, when this build of `spanring` has one), with how many drops, and what does
-// it cost when there is nothing to drain? (issue 4, "bench_drain")
+// it cost when there is nothing to drain?
 //
 // Each run: this process creates a segment (default sizes: 256 rings of 4096 slots), starts the
 // real drainer (`spanring drain --segment NAME -o FILE`, pinned to the drainer CPU; its io_uring
@@ -16,7 +16,7 @@
 // /proc/PID/stat (utime+stime, 10 ms ticks) and /proc/PID/task/*/schedstat (ns). Then the same
 // with --idle-owners silent owners: one process whose threads each emit one record (so each
 // holds a ring the drainer must watch for its owner's death) and then sleep; the drainer's
-// liveness checks are then all it does (issue 13: < 1% of a core with 256 of them).
+// liveness checks are then all it does (< 1% of a core with 256 of them).
 #include "bench_util.h"
 
 #include <spanring/segment.h>
@@ -47,7 +47,7 @@ struct Options {
   double seconds = 2.0;
   std::vector<int> threads = {1, 4};
   double paced_rate = 2e6;  // records/s, all producer threads together; 0 = no paced runs
-  double paced_rate_binary = 4e6;  // the same for the binary output (issue 11's target)
+  double paced_rate_binary = 4e6;  // the same for the binary output (a target, docs/performance.md)
   double idle_seconds = 3.0;
   uint32_t idle_owners = 256;  // silent owner threads of the second idle measurement (0 = skip)
   uint32_t ring_records = spanring::SegmentOptions{}.ring_capacity;
@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
   Options o;
   std::string threads_csv = "1,4";
   CLI::App app{"bench_drain: the drainer's sustained throughput to [STRACE] text, its drops, "
-               "and its idle CPU (issue 4)"};
+               "and its idle CPU"};
   app.add_option("--seconds", o.seconds, "producer run time per configuration, seconds")
       ->check(CLI::Range(0.5, 600.0))->capture_default_str();
   app.add_option("--threads", threads_csv, "producer thread counts to run, comma-separated")
@@ -449,9 +449,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(idle_owned.cpu_schedstat * idle_owned.seconds * 1e9),
                 idle_owned.cpu_ticks * 100, idle_owned.ticks, idle_owned.ticks_per_s);
 
-  // ---- targets (issue 11): paced 2 M/s text and 4 M/s binary with zero drops at the default
+  // ---- targets (docs/performance.md): paced 2 M/s text and 4 M/s binary with zero drops at the default
   // ring size, binary >= 8 M records/s flat out on one core, idle < 0.5% of a core
-  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  std::printf("Targets, from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   for (const auto& f : formats) {
     const bool bin = f == "binary";
     const double paced_goal = bin ? 4e6 : 2e6;
@@ -486,7 +486,7 @@ int main(int argc, char** argv) {
     std::printf("| idle drainer < 0.5%% of a core | %s | %.3f%% (schedstat) |\n",
                 idle.cpu_schedstat < 0.005 ? "PASS" : "MISS", idle.cpu_schedstat * 100);
   if (o.idle_seconds > 0 && o.idle_owners > 0)
-    std::printf("| idle drainer with %u silent owners < 1%% of a core (issue 13) | %s | %.3f%% "
+    std::printf("| idle drainer with %u silent owners < 1%% of a core | %s | %.3f%% "
                 "(schedstat) |\n",
                 o.idle_owners, idle_owned.cpu_schedstat < 0.01 ? "PASS" : "MISS",
                 idle_owned.cpu_schedstat * 100);

@@ -1,5 +1,5 @@
 // bench_l3: what does tracing cost a real workload, per task and per record, with spanring
-// and with the write(2)+mutex path it replaces? (issue 4, "bench_l3")
+// and with the write(2)+mutex path it replaces?
 //
 // The workload is the l3 demo (examples/l3_demo.cpp: an orchestrator, a scheduler and worker
 // threads driving forked chip children over pipes), run with 64 tasks per round, 2 children.
@@ -156,8 +156,7 @@ struct ArmStats {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"bench_l3: the l3 demo off, under spanring, and with the write(2)+mutex path "
-               "(issue 4)"};
+  CLI::App app{"bench_l3: the l3 demo off, under spanring, and with the write(2)+mutex path"};
   app.add_option("--rounds", o.rounds, "demo rounds (0: calibrate to --target-seconds with "
                  "tracing off)")->capture_default_str();
   app.add_option("--target-seconds", o.target_seconds, "wall time of one untraced run when "
@@ -317,14 +316,14 @@ int main(int argc, char** argv) {
                                    return s;
                                  }()).c_str());
 
-  // Targets (issue 11): spanring's added CPU per record, every process of the tree and the
+  // Targets (docs/performance.md): spanring's added CPU per record, every process of the tree and the
   // drainer together, <= 0.4 us; its added wall per record <= 10% of the write(2) path's.
   const double sw = per_rec_w["spanring, less the fixed cost of `spanring run`"];
   const double sw_raw = per_rec_w["spanring (`spanring run`)"];
   const double ww = per_rec_w["write(2)+mutex [STRACE]"];
   const double sc = per_rec_c["spanring, less the fixed cost of `spanring run`"];
   const double sc_raw = per_rec_c["spanring (`spanring run`)"];
-  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  std::printf("Targets, from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   std::printf("| spanring's added CPU per record (whole process tree, drainer included, fixed "
               "cost subtracted) <= 0.4 us | %s | %s ns (with the fixed cost: %s ns) |\n",
               sc <= 400 ? "PASS" : "MISS", bench::fmt_ns(sc).c_str(),

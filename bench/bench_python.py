@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bench_python: what a span costs a Python program (issue 12, part 3), every arm in one run.
+"""bench_python: what a span costs a Python program every arm in one run.
 
-    bench_python.py --spanring BUILD/drain/spanring [--pythonpath BUILD/python]
+    bench_python.py --spanring BUILD/cli/spanring [--pythonpath BUILD/python]
                     [--batches 9] [--spans 100000] [--json FILE]
 
 Arms (each: a batch is a loop of --spans iterations, timed with perf_counter_ns around the
@@ -26,7 +26,7 @@ in turn, so that a slow moment of the machine hits them all):
     empty_with_reuse  with e: pass   (one instance of that class, made before the loop)
     enabled_untraced  p.enabled()
 
-Targets (issue 12): span_enabled <= 1.5 us and >= 5x cheaper than the baseline (baseline_file;
+Targets: span_enabled <= 1.5 us and >= 5x cheaper than the baseline (baseline_file;
 the ratio to baseline_devnull is printed too); span_disabled <= 1.5x empty_with_new (the ratio to
 empty_with_reuse is printed too); enabled() <= 100 ns. Prints a markdown section on stdout.
 """
@@ -181,7 +181,7 @@ def run_child(cmd, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--spanring", help="the spanring CLI (BUILD/drain/spanring); required")
+    ap.add_argument("--spanring", help="the spanring CLI (BUILD/cli/spanring); required")
     ap.add_argument("--pythonpath", default="", help="where the spanring package is (BUILD/python)")
     ap.add_argument("--batches", type=int, default=9, help="timed batches per arm (>= 7)")
     ap.add_argument("--spans", type=int, default=100_000, help="spans per batch (>= 100000)")
@@ -244,7 +244,7 @@ def main():
     r_new = med["span_disabled"] / med["empty_with_new"]
     r_reuse = med["span_disabled"] / med["empty_with_reuse"]
     en = max(med["enabled_traced"], med["enabled_untraced"])
-    print("| target (issue 12) | measured | |")
+    print("| target | measured | |")
     print("|---|---|---|")
     print(f"| traced span <= 1500 ns | {med['span_enabled']:.0f} ns | {check(med['span_enabled'] <= 1500)} |")
     print(f"| traced span >= 5x cheaper than the baseline (to a file) | {r_file:.1f}x | {check(r_file >= 5)} |")

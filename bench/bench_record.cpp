@@ -1,5 +1,5 @@
 // bench_record: what does one span record cost the traced thread, next to this machine's floor
-// and next to the paths spanring replaces or competes with? (issue 4, "bench_record")
+// and next to the paths spanring replaces or competes with?
 //
 // Method (the same for every arm): a sample is one batch of 20 consecutive records timed with
 // rdtsc (lfence-fenced) and divided by 20; a pause (default 1 ms, a sleep) separates batches;
@@ -47,9 +47,9 @@ namespace {
 
 using bench::mono_ns;
 
-constexpr int kBatch = 20;  // records per timed sample (issue 4: "a batch of 20")
+constexpr int kBatch = 20;  // records per timed sample (shared/design.md: 20 records per timed batch)
 constexpr const char kName[] = "bench.span.rec16";
-static_assert(sizeof(kName) - 1 == 16, "the issue asks for a 16-byte name");
+static_assert(sizeof(kName) - 1 == 16, "the benchmark's name is 16 bytes");
 constexpr uint64_t kInv = 42;
 constexpr uint64_t kHid = 0x9f3c2a1b5d7e6f01ULL;
 // The text the 4 integer attributes of record n format to, for the arms that take text.
@@ -157,11 +157,11 @@ __attribute__((noinline)) void batch_emit() {
   g_n = n;
 }
 
-// ---- the C ABI (issue 11's "C ABI spanring_emit, 60-byte attribute string"): the struct a
+// ---- the C ABI (spanring_emit with a 60-byte attribute string): the struct a
 // [STRACE] producer fills today, caller-supplied ts/dur, the attributes as one text.
 
 constexpr const char kCAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567 slot=3";
-static_assert(sizeof(kCAttrsText) - 1 == 60, "issue 11 asks for a 60-byte attribute string");
+static_assert(sizeof(kCAttrsText) - 1 == 60, "the C ABI arm emits a 60-byte attribute string");
 
 __attribute__((noinline)) void batch_c_emit() {
   uint64_t n = g_n;
@@ -245,7 +245,7 @@ __attribute__((noinline)) void batch_moodycamel() {
 }
 
 // The same enqueue timed with 2 rdtsc, as spanring's Span and the floor read the clock: the
-// instruction-count anchor of issue 11 ("moodycamel enqueue, producer token, 2 rdtsc").
+// instruction-count anchor ("moodycamel enqueue, producer token, 2 rdtsc").
 __attribute__((noinline)) void batch_moodycamel_tsc() {
   Mc& mc = *g_mc;
   uint64_t n = g_n;
@@ -384,7 +384,7 @@ std::string join_args(int argc, char** argv) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"bench_record: per-record cost of a span, side by side with the machine's floor "
-               "and the alternatives (issue 4)"};
+               "and the alternatives"};
   app.add_option("--batches", o.batches, "timed batches of 20 records per arm")
       ->check(CLI::Range(10, 10'000'000))->capture_default_str();
   app.add_option("--pause-us", o.pause_us, "sleep between batches, microseconds")
@@ -640,7 +640,7 @@ int main(int argc, char** argv) {
               "(%s), %d warm-up batches per arm, spread over %d interleaved rounds; producer on "
               "CPU %d, drainer / consumer on CPU %d\n",
               o.batches, kBatch, static_cast<long long>(o.pause_us),
-              o.pause_us < 1000 ? " (shorter than the issue's ~1 ms, to keep the run short)" : "",
+              o.pause_us < 1000 ? " (shorter than ~1 ms, to keep the run short)" : "",
               g_spin_pause ? "--pause-mode spin: a busy-wait, the CPU stays busy as in a traced "
                              "program between spans"
                            : "--pause-mode sleep: nanosleep, the vCPU idles between batches",
@@ -695,7 +695,7 @@ int main(int argc, char** argv) {
     std::printf("The moodycamel consumer dequeued %llu records.\n\n",
                 static_cast<unsigned long long>(mc.consumed.load()));
 
-  // ---- targets (issue 11's timing targets of the producer; bench/run takes the median of 3
+  // ---- targets (the timing targets of the producer, docs/performance.md; bench/run takes the median of 3
   // runs and checks the instruction counts, which do not vary, separately)
   struct Target {
     std::string what;
@@ -740,7 +740,7 @@ int main(int argc, char** argv) {
     targets.push_back({"lttng_ust p50 / spanring_span p50 >= 5", false, false,
                        "not measured: " + lt->skipped});
   }
-  std::printf("Targets (issue 11), from this run:\n\n| target | result | measured |\n|---|---|---|\n");
+  std::printf("Targets, from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   for (const auto& t : targets)
     std::printf("| %s | %s | %s |\n", t.what.c_str(),
                 !t.measured ? "NOT MEASURED" : t.pass ? "PASS" : "MISS", t.detail.c_str());

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/targets.py: issue 11's targets, checked from the files bench/run collected.
+"""bench/targets.py: the performance targets, checked from the files bench/run collected.
 
     bench/targets.py DIR
 
@@ -8,7 +8,7 @@ each run k = 1..N of the timing benchmarks, record-k.json, drain-k.json and l3-k
 --json output; a missing file is a run that failed). Prints Markdown: the instruction table
 (one callgrind run: instruction counts do not vary between runs of the same binary) and the
 timing table (the median over the runs of each same-run ratio or rate), every target marked met
-or missed. The "issue 11 baseline" column is the figure issue 11 measured on main before this
+or missed. The "baseline" column is the figure measured on main before this
 round, for comparison; it is not measured here.
 """
 import csv
@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 
-# arm -> (what, issue 11 baseline, target as (comparison, limit) or None)
+# arm -> (what, baseline, target as (comparison, limit) or None)
 IR_ROWS = [
     ("floor", "floor: 2 rdtsc, one 64-byte store to an L1 thread-local ring, release store",
      "39", None),
@@ -41,7 +41,7 @@ DRAIN_ROWS = [
      "780-920", ("<=", 200)),
     ("convert_binary_strace", "`convert` binary -> strace, per record", "1,690", ("<=", 700)),
 ]
-NOT_HERE = {"quill": "Quill is not packaged in Debian (the issue's figure came from a source "
+NOT_HERE = {"quill": "Quill is not packaged in Debian (the target's figure came from a source "
                      "build); not measured by bench/run"}
 
 
@@ -73,7 +73,7 @@ def fmt_num(v):
 def instruction_table(d):
     ir = read_tsv(os.path.join(d, "ir.tsv"))
     dr = read_tsv(os.path.join(d, "ir-drainer.tsv"))
-    out = ["| arm | Ir / record | issue 11 baseline | target | result |",
+    out = ["| arm | Ir / record | baseline | target | result |",
            "|---|---:|---:|---|---|"]
     val = {}
     for arm, what, base, target in IR_ROWS:
@@ -208,7 +208,7 @@ def timing_table(d):
         got = [v for v in vals if v is not None]
         return statistics.median(got) if got else None
 
-    # (target text, issue 11 baseline, bench, key, comparison, limit, formatter, extra key)
+    # (target text, baseline, bench, key, comparison, limit, formatter, extra key)
     rows = [
         ("`Span` p50 / `floor` p50", "3.7x", "record", "span_floor", "<=", 1.5,
          lambda v: f"{v:.2f}x"),
@@ -230,7 +230,7 @@ def timing_table(d):
         ("`bench_l3`: spanring's added wall per record / the write(2) path's, fixed cost "
          "subtracted", "27%", "l3", "l3_wall_share", "<=", 0.10, lambda v: f"{v * 100:.1f}%"),
     ]
-    out = [f"| target | issue 11 baseline | runs ({nruns}) | median | limit | result |",
+    out = [f"| target | baseline | runs ({nruns}) | median | limit | result |",
            "|---|---:|---|---:|---:|---|"]
     for text, base, bench, key, op, lim, f in rows:
         vals = series(bench, key)
@@ -279,11 +279,11 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: bench/targets.py DIR")
     d = sys.argv[1]
-    print("### Instructions per record (callgrind; issue 11's targets)")
+    print("### Instructions per record (callgrind; the targets)")
     print()
     print("\n".join(instruction_table(d)))
     print()
-    print("### Time (same-run ratios and rates; median over the runs; issue 11's targets)")
+    print("### Time (same-run ratios and rates; median over the runs; the targets)")
     print()
     print("\n".join(timing_table(d)))
     print()

@@ -3,7 +3,7 @@
 #
 # The commands, their options and the values of --format/--to are read from the program's own
 # `--help` (CLI11's layout: "  -o,--output TEXT", "--to TEXT:{strace,chrome}", the
-# "Subcommands:" list), so an option added to drain/main.cpp completes without editing this
+# "Subcommands:" list), so an option added to cli/ completes without editing this
 # file. One `spanring ... --help` per Tab press. After `run ... --` the traced command is
 # completed as a command line of its own.
 

@@ -1,5 +1,6 @@
 #include "drain/drainer.h"
 
+#include "drain/diagnostics.h"
 #include "format/strace_format.h"
 
 #include "src/proc.h"
@@ -150,7 +151,7 @@ void Drainer::rotate() {
   try {
     writer_ = &output_->rotate();
   } catch (const Error& e) {
-    std::fprintf(stderr, "spanring: cannot start the next file of %s: %s; nothing more is "
+    report("spanring: cannot start the next file of %s: %s; nothing more is "
                  "written, the records from now on are counted (reason max_size)\n",
                  output_->path().c_str(), e.what());
     full_ = true;
@@ -179,7 +180,7 @@ void Drainer::rotate() {
 void Drainer::reach_max_size() {
   full_ = true;
   stats_.reached_max_size = true;
-  std::fprintf(stderr, "spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
+  report("spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
                "is written; the records from now on are counted (reason max_size) and the "
                "file's last line says how many\n",
                output_->path().c_str(), static_cast<unsigned long long>(file_limit_),
@@ -195,7 +196,7 @@ void Drainer::write_max_size_line() {
   const size_t n = sink_.drops(b->data.get() + frame,
                                DropsEvent{0, 0, max_size_unreported_, 0, 0, DropReason::kMaxSize});
   if (file_bytes_ + frame + n > file_limit_) {
-    std::fprintf(stderr, "spanring: the line reporting the %llu records kept out of %s does not "
+    report("spanring: the line reporting the %llu records kept out of %s does not "
                  "fit in it any more (a previous drainer's line is there)\n",
                  static_cast<unsigned long long>(max_size_unreported_), output_->path().c_str());
     free_.push_back(b);
@@ -371,7 +372,7 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
 
 void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) {
   RingHeader& r = view_.ring(index);
-  std::fprintf(stderr, "spanring: ring %u (pid %u tid %u) quarantined: %s\n", index, rs.pid,
+  report("spanring: ring %u (pid %u tid %u) quarantined: %s\n", index, rs.pid,
                rs.tid, why.c_str());
   rs.quarantined = true;
   ++stats_.corrupt_rings;
@@ -385,7 +386,7 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
   if (lost != 0 && lost - 1 > UINT64_MAX - rs.next_seq) {
-    std::fprintf(stderr, "spanring: ring %u: its drop counter %llu is corrupt too; its drops "
+    report("spanring: ring %u: its drop counter %llu is corrupt too; its drops "
                  "are not reported\n", index, static_cast<unsigned long long>(drops));
     lost = 0;
   }
@@ -416,7 +417,7 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
       } else {
         name = {};
         name_cut = false;
-        std::fprintf(stderr, "spanring: ring %u (pid %u tid %u): unfinished span at depth %u: "
+        report("spanring: ring %u (pid %u tid %u): unfinished span at depth %u: "
                      "%s; reported without a name\n", index, rs.pid, rs.tid, d, why.c_str());
       }
     }
@@ -546,10 +547,10 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     if (status == ReadStatus::kBadString) {
       // A compact record naming a string id that does not resolve: the ring's framing is
       // intact (one slot, its sequence number known), so this one record is lost as corrupt
-      // and the ring goes on being read. Said once per owner on stderr, counted every time.
+      // and the ring goes on being read. Said once per owner (report()), counted every time.
       if (!rs.bad_string_said) {
         rs.bad_string_said = true;
-        std::fprintf(stderr,
+        report(
                      "spanring: ring %u (pid %u tid %u): a record is dropped as corrupt: %s "
                      "(later ones of this thread are counted, not described)\n",
                      index, rs.pid, rs.tid, why.c_str());
@@ -652,7 +653,7 @@ void Drainer::check_owners() {
   std::string damage = view_.geometry_changed();
   if (damage != geometry_damage_) {
     if (!damage.empty())
-      std::fprintf(stderr,
+      report(
                    "spanring: segment header damaged: %s; ignored, the geometry validated at "
                    "open stays in use\n",
                    damage.c_str());

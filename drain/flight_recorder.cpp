@@ -1,6 +1,7 @@
 // FlightRecorder (drain/flight_recorder.h).
 #include "drain/flight_recorder.h"
 
+#include "drain/diagnostics.h"
 #include "format/binary_format.h"
 #include "format/crc32c.h"
 
@@ -315,7 +316,7 @@ void FlightRecorder::start_next() {
   try {
     job->writer = std::make_unique<UringWriter>(job->req.path, 8, 0, fallback_);
   } catch (const Error& e) {
-    std::fprintf(stderr, "spanring: snapshot %llu (%s) failed: %s\n",
+    report("spanring: snapshot %llu (%s) failed: %s\n",
                  static_cast<unsigned long long>(job->number), job->req.reason.c_str(), e.what());
     reply(job->req.reply_fd, std::string("error ") + e.what() + "\n");
     return;
@@ -409,7 +410,7 @@ void FlightRecorder::finish_job(bool ok, const std::string& why) {
   j->writer.reset();  // the writer thread ends once everything queued is written
   if (ok) {
     ++written_;
-    std::fprintf(stderr,
+    report(
                  "spanring: snapshot %llu (%s): %s (%llu bytes: the newest %llu records; %llu "
                  "older ones overwritten)\n",
                  static_cast<unsigned long long>(j->number), j->req.reason.c_str(),
@@ -418,7 +419,7 @@ void FlightRecorder::finish_job(bool ok, const std::string& why) {
                  static_cast<unsigned long long>(j->overwritten));
     reply(j->req.reply_fd, "ok " + j->req.path + "\n");
   } else {
-    std::fprintf(stderr, "spanring: snapshot %llu (%s) to %s failed: %s\n",
+    report("spanring: snapshot %llu (%s) to %s failed: %s\n",
                  static_cast<unsigned long long>(j->number), j->req.reason.c_str(),
                  j->req.path.c_str(), why.c_str());
     reply(j->req.reply_fd, "error " + why + "\n");

@@ -1,5 +1,7 @@
 #include "drain/uring_writer.h"
 
+#include "drain/diagnostics.h"
+
 #include <spanring/segment.h>
 #include <spanring/test_point.h>
 
@@ -102,7 +104,7 @@ Buffer* UringWriter::take_done(int64_t timeout_us) {
 void UringWriter::report_error(int err, std::set<int>& reported) {
   if (error_.load(std::memory_order_relaxed) == 0) error_.store(err, std::memory_order_release);
   if (reported.insert(err).second)
-    std::fprintf(stderr, "spanring: writing %s failed: %s; the records of the failed writes are "
+    report("spanring: writing %s failed: %s; the records of the failed writes are "
                  "counted as unwritten, draining goes on\n", path_.c_str(), std::strerror(err));
 }
 

@@ -6,7 +6,7 @@
 // writer thread submits them, completes short writes (resubmitting the rest at the right offset)
 // and retries -EAGAIN/-EINTR completions, then returns each buffer on the `done` queue in the
 // order it was submitted, so the drain thread advances ring tails only over bytes that are in
-// the file. A write that fails otherwise (ENOSPC, EIO...) is reported once on stderr; the
+// the file. A write that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the
 // buffer comes back with `failed` set and the file is cut back to the end of the last buffer
 // written whole, so it always ends at a line boundary.
 #pragma once

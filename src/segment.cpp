@@ -126,8 +126,10 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   bip::mapped_region* region = nullptr;
   try {
     bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perm);
+    SPANRING_TEST_POINT("segment_created");
     try {
       shm.truncate(static_cast<bip::offset_t>(bytes));
+      SPANRING_TEST_POINT("segment_sized");
       // Reserve every page now (tmpfs supports it): space taken since the check above is an
       // ENOSPC here, never a SIGBUS in the writes below.
       const int err = ::posix_fallocate(shm.get_mapping_handle().handle, 0,
@@ -155,6 +157,7 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   // recognises by these two fields (unfinished_creator()) and removes once the creator is dead.
   auto* h = new (base) SegmentHeader{};
   h->creator_pid = static_cast<uint32_t>(::getpid());
+  SPANRING_TEST_POINT("segment_creator_pid");
   h->creator_start_time = process_start_time(h->creator_pid);
   SPANRING_TEST_POINT("segment_initialising");
   // Write every page once here, in the drainer, so the kernel has allocated them all before any
@@ -167,6 +170,7 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   h->ring_header_bytes = kRingHeaderBytes;
   h->ring_count = options.ring_count;
   h->ring_capacity = capacity;
+  SPANRING_TEST_POINT("segment_header_half");
   h->rings_offset = rings_offset();
   h->journal_offset = journal_offset(options.ring_count);
   h->strings_offset = strings_offset(options.ring_count);
@@ -174,6 +178,7 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   h->string_entry_bytes = sizeof(StringEntry);
   h->slots_offset = slots_offset(options.ring_count);
   h->segment_bytes = bytes;
+  SPANRING_TEST_POINT("segment_header_written");
   // release: publishes every field above to a producer that acquires `magic`.
   h->magic.store(kSegmentMagic, std::memory_order_release);
   SegmentView view;

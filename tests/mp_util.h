@@ -48,7 +48,7 @@ struct RunResult {
 // (the default stays under meson's 60 s, so that a hang is reported with the captured stderr
 // rather than as a bare meson timeout). A killed `spanring run` cannot remove its segment, so
 // then /dev/shm/spanring-<pid>-* of the killed pid is removed too (best effort: that is the
-// drainer's naming scheme in drain/main.cpp).
+// naming scheme of unique_segment_name, cli/drain_session.h).
 RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 40);
 
 // True in the stress variant of a test: SPANRING_STRESS=1, which tests/meson.build sets on the

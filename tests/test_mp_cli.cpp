@@ -1,5 +1,5 @@
 // The command line's conventions, through the real `spanring` executable (tools/cli_util.h,
-// drain/usage.h): --version, usage errors (exit 2, the subcommand's usage, "did you mean"),
+// cli/usage.h): --version, usage errors (exit 2, the subcommand's usage, "did you mean"),
 // `-o -` as stdout, an existing output kept as FILE.old unless --force, an empty or rejected
 // input leaving no output; and what `meson install` puts in place: the man page and the bash
 // completion, which is run in bash with COMP_WORDS set.

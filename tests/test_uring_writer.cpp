@@ -2,8 +2,10 @@
 // in submit order and come back in that order; a kept prefix is cut to and appended after;
 // output into a pipe arrives whole and in order; a write cut short by the file size limit is
 // finished where it can be and then reported, the file cut back to its last whole buffer;
-// /dev/full reports ENOSPC once on stderr and hands every buffer back as failed.
+// /dev/full reports ENOSPC once (through the diagnostics channel) and hands every buffer back as failed.
 #include "drain/uring_writer.h"
+
+#include "drain/diagnostics.h"
 #include "mp_util.h"
 
 #include <spanring/error.h>
@@ -20,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -72,33 +75,24 @@ void sync(UringWriter& w) {
   }
 }
 
-// Sends stderr to a file while alive; `text()` is what was written to it.
-class StderrCapture {
+// The diagnostics channel's messages (drain/diagnostics.h) while it lives: the writer reports
+// from its own thread, hence the mutex.
+class DiagnosticsCapture final : public DiagnosticSink {
  public:
-  StderrCapture() : file_() {
-    std::fflush(stderr);
-    saved_ = ::dup(STDERR_FILENO);
-    const int fd = ::open(file_.path.c_str(), O_WRONLY | O_TRUNC);
-    REQUIRE(fd >= 0);
-    ::dup2(fd, STDERR_FILENO);
-    ::close(fd);
+  DiagnosticsCapture() : scope_(*this) {}
+  void write(std::string_view line) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_.append(line);
   }
-  ~StderrCapture() { restore(); }
   std::string text() {
-    restore();
-    return read_file(file_.path);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
   }
 
  private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, STDERR_FILENO);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  TempPath file_;
-  int saved_ = -1;
+  std::mutex mutex_;
+  std::string text_;
+  DiagnosticsScope scope_;  // last: ends first, before the text it writes into
 };
 
 }  // namespace
@@ -211,7 +205,7 @@ TEST_CASE("a write cut short by the file size limit: the rest fails, the file en
   std::vector<Buffer*> back;
   std::vector<std::unique_ptr<Buffer>> bufs;
   {
-    StderrCapture cap;
+    DiagnosticsCapture cap;
     {
       UringWriter w(file.path, 1);  // one write in flight: the limit falls inside buffer 1
       rlimit lim = saved;
@@ -240,7 +234,7 @@ TEST_CASE("a write cut short by the file size limit: the rest fails, the file en
 TEST_CASE("/dev/full: ENOSPC is reported once and every buffer comes back failed") {
   std::string err;
   {
-    StderrCapture cap;
+    DiagnosticsCapture cap;
     UringWriter w("/dev/full", 8);
     CHECK_FALSE(w.seekable());
     std::vector<std::unique_ptr<Buffer>> bufs;
@@ -278,7 +272,7 @@ TEST_CASE("a flush marker on a pipe or /dev/null completes without an error: fsy
       ssize_t n;
       while ((n = ::read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
     });
-    StderrCapture err;
+    DiagnosticsCapture err;
     {
       UringWriter w(path, 8);
       CHECK_FALSE(w.seekable());

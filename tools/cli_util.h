@@ -23,11 +23,11 @@
 namespace spanring {
 
 // Exit statuses shared by every command (`spanring run` passes on its command's instead;
-// --fail-on-loss's 3 is kLossExitStatus in drain/commands.h).
+// --fail-on-loss's 3 is kLossExitStatus in cli/drain_session.h).
 inline constexpr int kExitOk = 0;
 // The command ran and failed: a rejected input (not a trace, corrupt, empty), a failed write.
 inline constexpr int kExitFailed = 1;
-// A usage error (drain/usage.h) or a setup error (a file or segment that cannot be opened).
+// A usage error (cli/usage.h) or a setup error (a file or segment that cannot be opened).
 inline constexpr int kExitUsage = 2;
 
 // Whether `path` asks for stdout ("-").

@@ -1,5 +1,5 @@
-// `spanring convert FILE --to strace|chrome [-o OUT]` and `spanring report`, as functions the
-// CLI (drain/main.cpp) and the tests call.
+// Trace conversion, what `spanring convert FILE --to strace|chrome [-o OUT]` (cli/convert.cpp)
+// and the tests call.
 //
 //   --to strace   a binary trace as [STRACE] text, byte-identical to what the text drainer
 //                 writes for the same events: every event goes through TextSink, the text
@@ -25,12 +25,5 @@ enum class ConvertTo { kStrace, kChrome };
 // for text input to --to strace (it is [STRACE] already), with the reason in `message`.
 ReadResult convert_trace(TraceInput& in, TraceOutput& out, ConvertTo to);
 
-// The CLI commands: messages to stderr, return the exit status. FILE "-" is stdin, OUT "-" or
-// "" stdout; an existing OUT is kept as OUT.old unless `force` (OutputFile, tools/cli_util.h).
-// convert draws a progress bar on stderr when stderr is a terminal and the input is a file of
-// at least 64 MiB.
-int cmd_convert(const std::string& in_path, ConvertTo to, const std::string& out_path,
-                bool force);
-int cmd_report(const std::string& in_path, bool json, const std::string& out_path, bool force);
 
 }  // namespace spanring

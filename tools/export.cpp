@@ -33,21 +33,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Set by SIGINT/SIGTERM: stop reading, send what was read (one attempt per batch), report.
-std::atomic<bool> g_stop{false};  // relaxed everywhere: a flag polled by one thread
+// The running export's stop request (ExportOptions::stop_requested; one export per process):
+// stop reading, send what was read (one attempt per batch), report.
+std::function<bool()> g_stop_requested;
 
-extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
-
-void install_stop_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a sleep or read ends early
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
-
-bool stopping() { return g_stop.load(std::memory_order_relaxed); }
+bool stopping() { return g_stop_requested && g_stop_requested(); }
 
 // Sleeps `d`, in steps short enough to notice a stop within 20 ms.
 void sleep_for(std::chrono::milliseconds d) {
@@ -648,8 +638,8 @@ std::string derive_session(const std::string& path) {
   return hex64(fnv1a(std::string_view(head.data(), first_block_end)));
 }
 
-int cmd_export(const ExportOptions& o) {
-  install_stop_handlers();
+int export_traces(const ExportOptions& o) {
+  g_stop_requested = o.stop_requested;
   const std::string host = o.host.empty() ? default_host() : o.host;
   Shipper shipper(o);
   // Idempotent (IF NOT EXISTS), so every export runs it: the tables exist on first use. A

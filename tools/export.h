@@ -11,18 +11,19 @@
 // match are read (the drainer writes whole blocks), and the position (in a state file, written
 // after each acknowledged batch) only moves past what ClickHouse acknowledged, so a restarted
 // exporter resumes there. It stops when `while_pid` has exited and the file is read to its end,
-// or on SIGINT/SIGTERM.
+// or when the caller asks it to (stop_requested: the CLI's SIGINT/SIGTERM).
 //
 // ClickHouse slow, down or refusing: a batch is retried with back-off (100 ms doubling to 5 s);
 // memory stays at one batch, since no more of the file is read meanwhile. A finished-trace
 // export gives a batch up after `retry_for` of failures, a follower only once the workload has
-// ended (then after `retry_for`) or on SIGINT/SIGTERM; what was given up is counted in the
+// ended (then after `retry_for`) or on a stop request; what was given up is counted in the
 // summary line and stays in the file (exporting again sends it; rows already sent are not
 // counted twice: clickhouse_rows.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,14 +47,17 @@ struct ExportOptions {
   std::chrono::milliseconds retry_for{30000};  // give a batch up after this much failing
   std::chrono::milliseconds flush_every{1000};  // --follow: send a partial batch this often
   std::chrono::milliseconds timeout{30000};  // one HTTP request
+  // Polled while reading, waiting and retrying (every 20 ms at most): true stops the export,
+  // which sends what it has read (one attempt per batch) and reports. Empty: never.
+  std::function<bool()> stop_requested;
 };
 
-// Runs `spanring export`. Writes one `spanring: export summary: ...` line per file to stderr
+// Exports `o.files` (or only creates the schema). Writes one `spanring: export summary: ...` line per file to stderr
 // (docs/clickhouse.md) and, when rows were not delivered, a warning naming why. Returns the exit
 // status: 0 every row delivered (also for a cut file: the cut is said), 1 rows not delivered or
 // a corrupt or unreadable trace, 2 the schema could not be created. Throws Error for usage
 // errors found late (a file that cannot be opened).
-int cmd_export(const ExportOptions& o);
+int export_traces(const ExportOptions& o);
 
 // The session a file's rows get when none is given: 16 hex digits of a 64-bit FNV-1a hash of
 // its first bytes (binary: the file header and the first block's header, which holds that

@@ -2,8 +2,9 @@
 // layout version, another slot size, a truncated object and a non-spanring object, naming what
 // it found and what it expected, and leaves it byte for byte as it was; a second drainer on a
 // segment that a live drainer holds is refused (naming that drainer's pid) without touching the
-// live drainer's file; `spanring clean` removes what a killed `spanring run` left and never a
-// segment that a live process still uses; segments are created 0600 whatever the umask; and a
+// live drainer's file; `spanring clean` removes what a killed `spanring run` left (killed at any
+// step of creating its segment too) and never a segment that a live process still uses, nor an
+// object that is not a spanring segment; segments are created 0600 whatever the umask; and a
 // traced program that may not open the segment runs on untraced with one line saying why.
 #include "fault_util.h"
 
@@ -17,13 +18,18 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace fault_test;
@@ -330,37 +336,76 @@ TEST_CASE("spanring clean removes what a killed spanring run left and keeps ever
   for (auto& d : drainers) d->release();
 }
 
-TEST_CASE("spanring clean removes a segment whose creator was killed while creating it, and keeps one still being created") {
+namespace {
+
+// A pid that no process has now: a child that exited and was reaped.
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  REQUIRE(pid > 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return pid;
+}
+
+// Creates /dev/shm/NAME holding `bytes` (mode 0600).
+void make_shm(const std::string& name, const std::string& bytes) {
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  REQUIRE_MESSAGE(fd >= 0, "shm_open ", name, ": ", std::strerror(errno));
+  if (!bytes.empty())
+    REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// Exits 77 (skipped) in a build without test points (SPANRING_TEST_POINTS_BUILT, meson.build).
+void skip_without_test_points() {
   const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
   if (built == nullptr || std::string(built) != "1") {
     std::fprintf(stderr, "SKIP: this build has no test points\n");
     std::exit(77);
   }
-  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
-  TempDir tmp;
-  // spanring run killed after it wrote the creator fields, before the magic (its pages are
-  // being written then: ~200 ms at the default size). The command never starts.
-  const std::string started = tmp.file("started");
-  const pid_t run_pid = spawn({{spanring, "run", "-o", tmp.file("out.strace"), "--", "/bin/touch",
-                                started},
-                               {{"SPANRING_TEST_POINT", "segment_initialising"}},
-                               "",
-                               tmp.file("run.err")});
+}
+
+// Runs `spanring run -- /bin/touch STARTED` with test point `step` armed: it must die there
+// (SIGKILL) before the command starts. Returns the object it left in /dev/shm (the name
+// `spanring run` gives, with its pid), guarded by `guard`; its pid into `run_pid`.
+std::string run_killed_at(const std::string& spanring, const TempDir& tmp, const char* step,
+                          SegmentGuard& guard, pid_t& run_pid) {
+  const std::string started = tmp.file(std::string("started-") + step);
+  run_pid = spawn({{spanring, "run", "--rings", "2", "--ring-records", "64", "-o",
+                    tmp.file("out.strace"), "--force", "--", "/bin/touch", started},
+                   {{"SPANRING_TEST_POINT", step}},
+                   "",
+                   tmp.file(std::string("run-") + step + ".err")});
   const Exit e = wait_exit(run_pid, kWaitS);
   REQUIRE_MESSAGE(e.sig == SIGKILL, "spanring run should die at its test point: ", e.describe());
   CHECK(!file_exists(started));
-  // Its segment: the name spanring run gives, with the dead run's pid.
   std::string left;
   const std::string prefix = "spanring-" + std::to_string(run_pid) + "-";
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
     if (entry.path().filename().string().rfind(prefix, 0) == 0) left = entry.path().filename();
   REQUIRE_MESSAGE(!left.empty(), "the killed run left no segment named ", prefix, "*");
-  SegmentGuard left_guard(left);
+  guard.reset(left);
   // A producer is refused by it (no magic) rather than tracing into it.
   CHECK_THROWS_AS(spanring::Segment::open(left), spanring::Error);
+  return left;
+}
+
+}  // namespace
+
+TEST_CASE("spanring clean removes a segment whose creator was killed while creating it, and keeps one still being created") {
+  skip_without_test_points();
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  TempDir tmp;
+  // spanring run killed after it wrote the creator fields, before the magic (its pages are
+  // being written then: ~200 ms at the default size). The command never starts.
+  SegmentGuard left_guard;
+  pid_t run_pid = 0;
+  const std::string left =
+      run_killed_at(spanring, tmp, "segment_initialising", left_guard, run_pid);
 
   // A segment being created right now by a live process (this test): same state, kept.
-  const std::string creating = "spanring-" + std::to_string(::getpid()) + "-creating";
+  const std::string creating = "spanring-" + std::to_string(::getpid()) + "-0c0ffee0";
   SegmentGuard creating_guard(creating);
   {
     const int fd = ::shm_open(creating.c_str(), O_CREAT | O_RDWR, 0600);
@@ -388,6 +433,74 @@ TEST_CASE("spanring clean removes a segment whose creator was killed while creat
                          std::to_string(::getpid()) + " is still creating it") != std::string::npos,
                 err);
   CHECK(shm_exists(creating));
+}
+
+TEST_CASE("a spanring run killed at any step of creating its segment leaves nothing spanring clean does not remove, and clean touches nothing else") {
+  skip_without_test_points();
+  const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
+  TempDir tmp;
+
+  // Objects that are not a spanring segment being created, each next to what would make it one:
+  // none may be removed, whatever their creator's pid says.
+  const std::string dead = std::to_string(dead_pid());
+  const std::string header_sized(sizeof(spanring::SegmentHeader), '\0');
+  std::string garbage = header_sized;
+  garbage[200] = 'x';  // a byte create() never writes before the magic
+  std::string other_creator = header_sized;
+  const uint32_t not_the_names_pid = 1;
+  std::memcpy(&other_creator[offsetof(spanring::SegmentHeader, creator_pid)], &not_the_names_pid,
+              sizeof not_the_names_pid);
+  const std::vector<std::pair<std::string, std::string>> foreign = {
+      {"spanring-" + dead + "-creating", ""},              // not the name spanring run gives
+      {"spanring-" + dead + "-0123456", ""},               // 7 hex digits
+      {"spanring-" + dead + "-0123456789", ""},            // 10
+      {"spanring-" + dead + "-ABCDEF01", ""},              // upper case
+      {"other-" + dead + "-01234567", ""},                 // another program's prefix
+      {"spanring-" + dead + "-0badbeef", std::string(100, '\0')},  // sized, smaller than a header
+      {"spanring-" + dead + "-0badf00d", garbage},          // written where create() never writes
+      {"spanring-" + dead + "-0ddba11a", other_creator},    // another creator than the name's
+  };
+  std::vector<std::unique_ptr<SegmentGuard>> foreign_guards;
+  for (const auto& [name, bytes] : foreign) {
+    make_shm(name, bytes);
+    foreign_guards.push_back(std::make_unique<SegmentGuard>(name));
+  }
+  // A creation in progress by a live process (this test), before it wrote its creator: kept.
+  const std::string live_empty = "spanring-" + std::to_string(::getpid()) + "-1a2b3c4d";
+  make_shm(live_empty, "");
+  SegmentGuard live_guard(live_empty);
+
+  // Every step of Segment::create() (drain/unfinished_segment.h), in order.
+  const char* const kSteps[] = {"segment_created",      "segment_sized",
+                                "segment_creator_pid",  "segment_initialising",
+                                "segment_header_half",  "segment_header_written"};
+  for (const char* step : kSteps) {
+    CAPTURE(step);
+    SegmentGuard left_guard;
+    pid_t run_pid = 0;
+    const std::string left = run_killed_at(spanring, tmp, step, left_guard, run_pid);
+
+    // stat names its dead creator rather than calling it another program's object.
+    const spanring_test::RunResult st =
+        spanring_test::run_process({spanring, "stat", "--segment", left}, 30);
+    CHECK_MESSAGE(st.err.find("its creator pid " + std::to_string(run_pid) +
+                              " died while creating it") != std::string::npos,
+                  st.describe());
+
+    const std::string err = run_clean(spanring, false);
+    CHECK_MESSAGE(err.find("spanring: removed " + left + " (its creator died while creating it)") !=
+                      std::string::npos,
+                  err);
+    CHECK_MESSAGE(!shm_exists(left), "spanring clean left what the run killed at ", step,
+                  " made: ", err);
+    for (const auto& f : foreign)
+      CHECK_MESSAGE(shm_exists(f.first), "spanring clean removed ", f.first, ": ", err);
+    CHECK_MESSAGE(err.find("spanring: kept " + live_empty + ": its creator pid " +
+                           std::to_string(::getpid()) + " is still creating it") !=
+                      std::string::npos,
+                  err);
+    CHECK(shm_exists(live_empty));
+  }
 }
 
 TEST_CASE("a segment whose name is removed from /dev/shm during a run gets one warning, and the run goes on") {

@@ -1,6 +1,6 @@
 // The traced program of the string-table tests (test_strings.cpp), run under `spanring run`.
 // Built with -O2 (tests/strings/meson.build): Span's literal names and keys take the compact
-// path (one slot, interned ids) only in optimized builds (issue 11, literal detection).
+// path (one slot, interned ids) only in optimized builds (literal detection).
 //
 // Every process appends one JSON line to --out saying what it did: its pid, role, the spans it
 // emitted by name (each name's spans carry `i=<k> neg=-<k>` for k = 0..n-1, so the expected

@@ -1,4 +1,4 @@
-// The segment's string table end to end (issue 11): real processes under `spanring run`
+// The segment's string table end to end: real processes under `spanring run`
 // (string_emitter.cpp, built -O2 so that its literal names and keys take the compact path),
 // checked against what each process says it emitted.
 //

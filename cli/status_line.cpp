@@ -1,5 +1,5 @@
-// The live status line (drain/status_line.h).
-#include "drain/status_line.h"
+// The live status line (cli/status_line.h).
+#include "cli/status_line.h"
 
 #include <unistd.h>
 
@@ -28,6 +28,7 @@ std::string StatusLine::text(uint64_t written, uint64_t dropped, double records_
 
 void StatusLine::update(uint64_t written, uint64_t dropped) {
   if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   if (now - last_ < kInterval) return;
   const double seconds = std::chrono::duration<double>(now - last_).count();
@@ -42,6 +43,17 @@ void StatusLine::update(uint64_t written, uint64_t dropped) {
 }
 
 void StatusLine::erase() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  erase_locked();
+}
+
+void StatusLine::write(std::string_view line) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  erase_locked();
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+void StatusLine::erase_locked() noexcept {
   if (!shown_) return;
   shown_ = false;
   static constexpr char kErase[] = "\r\033[K";

@@ -1,5 +1,8 @@
-// `spanring stat` (drain/stat.h): a segment's live state, read only, every value checked.
-#include "drain/stat.h"
+// A segment's live state for `spanring stat` (drain/segment_stat.h): read only, every value
+// checked.
+#include "drain/segment_stat.h"
+
+#include "drain/process_identity.h"
 
 #include "src/proc.h"
 #include "src/string_table.h"
@@ -62,10 +65,6 @@ std::optional<uint64_t> count_records(const SegmentView& view, uint32_t ring, ui
   return records;
 }
 
-bool alive_process(uint32_t pid, uint64_t start_time) {
-  return pid != 0 && start_time != 0 && process_start_time(pid) == start_time;
-}
-
 std::string mib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -92,10 +91,10 @@ SegmentStat read_segment_stat(const SegmentView& view, const std::string& name,
   s.slot_bytes = kSlotBytes;
   s.header_damage = view.geometry_changed();
   s.creator_pid = h.creator_pid;
-  s.creator_alive = alive_process(s.creator_pid, h.creator_start_time);
+  s.creator_alive = recorded_process_alive(s.creator_pid, h.creator_start_time);
   // acquire: pairs with the drainer lock's CAS, which it makes after writing its start time.
   s.drainer_pid = h.drainer_pid.load(std::memory_order_acquire);
-  s.drainer_alive = alive_process(s.drainer_pid, h.drainer_start_time);
+  s.drainer_alive = recorded_process_alive(s.drainer_pid, h.drainer_start_time);
   // relaxed: report values; nothing is read through them.
   s.committed_bytes = h.commit_offset.load(std::memory_order_relaxed);
   s.no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
@@ -263,31 +262,6 @@ std::string format_stat_json(const SegmentStat& s) {
       {"rings", std::move(rings)}};
   // Every string above is printable ASCII already; replace is a second guard, never a throw.
   return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
-}
-
-int cmd_stat(const std::string& name, bool json) {
-  std::optional<Segment> seg;
-  try {
-    seg.emplace(Segment::open(name));
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kNotASegment) throw;
-    // No magic: a creation that never finished says who made it; anything else is not ours.
-    if (const auto creator = Segment::unfinished_creator(name)) {
-      const bool alive = alive_process(creator->pid, creator->start_time);
-      throw Error(ErrorCode::kNotASegment,
-                  "segment '" + name + "' is not initialised: its creator pid " +
-                      std::to_string(creator->pid) +
-                      (alive ? " is still creating it"
-                             : " died while creating it (spanring clean removes it)"),
-                  EPROTO, name);
-    }
-    throw;
-  }
-  const SegmentStat s = read_segment_stat(seg->view(), name, seg->size());
-  const std::string text = json ? format_stat_json(s) : format_stat_text(s);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  return 0;
 }
 
 }  // namespace spanring

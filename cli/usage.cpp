@@ -1,4 +1,4 @@
-#include "drain/usage.h"
+#include "cli/usage.h"
 
 #include "tools/cli_util.h"
 

@@ -1,4 +1,4 @@
-// `spanring stat --segment NAME [--json]`: the live state of a segment, read as untrusted shared
+// The live state of a segment (what `spanring stat --segment NAME [--json]` shows), read as untrusted shared
 // memory through its SegmentView (segment_view.h): who created it and who drains it (pid, alive),
 // its geometry, the rings in use with their owner (pid, tid, thread name, alive), fill (records
 // and slots between tail and head, % of capacity) and drop counters, and totals.
@@ -88,9 +88,5 @@ SegmentStat read_segment_stat(const SegmentView& view, const std::string& name,
 std::string format_stat_text(const SegmentStat& s);
 std::string format_stat_json(const SegmentStat& s);
 
-// Opens segment `name` (Segment::open: a missing name, another program's object or a segment of
-// another layout throw Error with the reason; a segment whose creation never finished throws
-// Error naming its creator) and prints its state on stdout. Returns 0.
-int cmd_stat(const std::string& name, bool json);
 
 }  // namespace spanring

@@ -4,16 +4,25 @@
 //
 // On only when stderr is a terminal (isatty(2)): a file or a pipe (a log, CI) never gets it.
 // `--no-status` or SPANRING_NO_STATUS=1 (any value but "" and "0") turns it off on a terminal
-// too. Drain thread only (not thread-safe).
+// too.
+//
+// It is also the sink of the diagnostics channel (drain/diagnostics.h) while a drain runs: a
+// message from the drainer, the writer threads or the flight recorder erases the line first and
+// gets a line of its own; the next update() draws the status line again. update() and erase()
+// are called by the drain thread, write() by any thread: one mutex orders them.
 #pragma once
+
+#include "drain/diagnostics.h"
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <string_view>
 
 namespace spanring {
 
-class StatusLine {
+class StatusLine final : public DiagnosticSink {
  public:
   // Redraws are at least this far apart (the drainer offers one every ~100 ms).
   static constexpr std::chrono::milliseconds kInterval{1000};
@@ -35,10 +44,16 @@ class StatusLine {
   void erase() noexcept;
 
   bool enabled() const noexcept { return enabled_; }
+  // A diagnostics message: erases the line, then writes `line` to stderr.
+  void write(std::string_view line) noexcept override;
+
   // The text of one redraw (without the terminal controls), for tests.
   static std::string text(uint64_t written, uint64_t dropped, double records_per_s);
 
  private:
+  void erase_locked() noexcept;
+
+  std::mutex mutex_;
   bool enabled_;
   bool shown_ = false;
   std::chrono::steady_clock::time_point last_;

@@ -1,4 +1,4 @@
-// `spanring stat --segment NAME [--json]` (drain/stat.h) against real processes: a live
+// `spanring stat --segment NAME [--json]` (cli/stat.cpp) against real processes: a live
 // `spanring run` of fault_emitter (creator and drainer alive, one ring per emitting thread with
 // its owner's pid, tid and thread name), the same run with its drainer stopped (the rings fill
 // up, then drop: fill and ring_full climb, and records = slots / 2 for these 2-slot records),
@@ -230,9 +230,11 @@ TEST_CASE("spanring stat refuses a missing segment, another program's object, an
   unfinished.creator_pid = static_cast<uint32_t>(::getpid());
   unfinished.creator_start_time = 1;  // not this process' start time: its creator is dead
   std::memcpy(bytes.data(), &unfinished, sizeof unfinished);
-  SegmentGuard unfinished_guard(base + "-unfinished");
-  make(base + "-unfinished", bytes);
-  const spanring_test::RunResult half = stat_run(spanring, base + "-unfinished", false);
+  // The name `spanring run` gives, with the creator's pid (drain/unfinished_segment.h).
+  const std::string unfinished_name = "spanring-" + std::to_string(::getpid()) + "-5a7e57a7";
+  SegmentGuard unfinished_guard(unfinished_name);
+  make(unfinished_name, bytes);
+  const spanring_test::RunResult half = stat_run(spanring, unfinished_name, false);
   CHECK(half.exit_code == 2);
   CHECK_MESSAGE(half.err.find("is not initialised: its creator pid " + std::to_string(::getpid()) +
                               " died while creating it") != std::string::npos,

@@ -1,4 +1,4 @@
-// The live status line of `spanring run` and `spanring drain` (drain/status_line.h), with real
+// The live status line of `spanring run` and `spanring drain` (cli/status_line.h), with real
 // processes on a real pseudo-terminal (forkpty): on a terminal it is drawn (records written,
 // records/s, drops), redrawn in place, and erased before the summary, whose lines stay clean;
 // `--no-status` and SPANRING_NO_STATUS=1 turn it off; with stderr on a pipe it never appears.
