@@ -10,12 +10,13 @@
 // ring (a CAS in the segment's ring table plus a few syscalls: gettid, prctl, reading
 // /proc/self/stat once per process).
 //
-// Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's
-// static TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every
-// cache of string ids keyed by a pointer lives in the module that owns the pointer, so a
-// library that is dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a
-// thread claimed through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or aborts the caller: a record
-// that cannot be stored is dropped and counted in the segment, where the drainer reports it.
+// Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
+// TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
+// string ids keyed by a pointer lives in the module that owns the pointer, so a library that is
+// dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a thread claimed
+// through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
+// aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
+// the drainer reports it.
 //
 // Limits (from the [STRACE] format, shared/strace-format.md): a name is cut at 64 encoded bytes
 // and attributes at 192 encoded bytes, with the cut marked `~`. The producer copies at most 65
@@ -54,20 +55,20 @@ extern std::atomic<void*> g_segment;
 // starts at 0.
 extern std::atomic<uint32_t> g_attach_generation;
 
-// A module's string ids: a direct-mapped table of words `pointer << 16 | id`, by the address
-// of a literal name, key or attribute text, so a lookup is a multiply, a shift, two loads and
-// two compares. One table per module (executable or shared library) that holds call sites:
+// A module's string ids: a direct-mapped table of words `pointer << 16 | id`, by the address of a
+// literal name, key or attribute text, so a lookup is a multiply, a shift, two loads and two
+// compares. One table per module (executable or shared library) that holds call sites:
 // g_module_strings is a hidden inline variable, so it lives in the module's own .bss and is
-// unmapped with the module. A library that is dlclose'd takes its cache with it; a library
-// loaded later at the same address starts with an empty table, so its literals get their own
-// ids (a process-wide table keyed by pointer gave them the unloaded library's names).
-// `generation` is the g_attach_generation its words belong to: another one empties the table
-// (string_id_slow) and gives it a new `serial`, a number no other emptying in this process
-// took, so that what the library remembers about a table's ids (a thread's memo of key ids)
-// can tell this table's ids from those of an unloaded module's table at the same address. Id 0 cached for a pointer means it cannot be interned (too long, or no room
-// in the segment's table, which never frees entries), so its spans are ordinary without asking
-// the segment again. Only pointers below 2^48 are cached (every user-space pointer with 4-level
-// paging); others are interned on every use.
+// unmapped with the module. A library that is dlclose'd takes its cache with it; a library loaded
+// later at the same address starts with an empty table, so its literals get their own ids (a
+// process-wide table keyed by pointer would give them the unloaded library's names). `generation`
+// is the g_attach_generation its words belong to: another one empties the table (string_id_slow)
+// and gives it a new `serial`, a number no other emptying in this process took, so that what the
+// library remembers about a table's ids (a thread's memo of key ids) can tell this table's ids
+// from those of an unloaded module's table at the same address. Id 0 cached for a pointer means it
+// cannot be interned (too long, or no room in the segment's table, which never frees entries), so
+// its spans are ordinary without asking the segment again. Only pointers below 2^48 are cached
+// (every user-space pointer with 4-level paging); others are interned on every use.
 inline constexpr uint32_t kModuleStringBits = 8;  // 256 words (2 KiB): far more than hot literals
 struct ModuleStrings {
   std::atomic<uint32_t> generation;
@@ -126,15 +127,15 @@ bool attach(const char* segment_name) noexcept;
 int64_t now_ns() noexcept;
 
 // Names the calling thread in the trace (the thread name of the binary trace and of the
-// Chrome/Perfetto lane): the ring this thread claims next (on its first span, or on its first
-// span in a forked child) carries the first 16 bytes of `name` instead of the kernel's thread
-// name (prctl PR_GET_NAME, read when the ring is claimed). A ring the thread already holds keeps
-// the name it was claimed with, so call it before the thread's first span. NULL or "" goes back
-// to the kernel's name. Thread-local: names only the calling thread. Stored in the thread's
-// state, which the thread's first call maps (one mmap) when it has none yet; no other syscall,
-// no allocation; also stored while tracing is disabled. When no state can be mapped the name
-// is not stored (the kernel's name is used). Language bindings use it to give their own thread names
-// (the Python package: threading's name) to lanes that would otherwise all read `python3`.
+// Chrome/Perfetto lane): the ring this thread claims next (on its first span, or on its first span
+// in a forked child) carries the first 16 bytes of `name` instead of the kernel's thread name
+// (prctl PR_GET_NAME, read when the ring is claimed). A ring the thread already holds keeps the
+// name it was claimed with, so call it before the thread's first span. NULL or "" goes back to the
+// kernel's name. Thread-local: names only the calling thread. Stored in the thread's state, which
+// the thread's first call maps (one mmap) when it has none yet; no other syscall, no allocation;
+// also stored while tracing is disabled. When no state can be mapped the name is not stored (the
+// kernel's name is used). Language bindings use it to give their own thread names (the Python
+// package: threading's name) to lanes that would otherwise all read `python3`.
 void set_thread_name(const char* name) noexcept;
 
 // Emits one span timed by the caller, at the calling thread's current depth and invocation (as
@@ -269,8 +270,12 @@ class Span {
     }
     return attr(std::string_view{key != nullptr ? key : ""}, value);
   }
-  SPANRING_ALWAYS_INLINE Span& attr(const char* key, int value) noexcept { return attr(key, int64_t{value}); }
-  SPANRING_ALWAYS_INLINE Span& attr(const char* key, unsigned value) noexcept { return attr(key, uint64_t{value}); }
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, int value) noexcept {
+    return attr(key, int64_t{value});
+  }
+  SPANRING_ALWAYS_INLINE Span& attr(const char* key, unsigned value) noexcept {
+    return attr(key, uint64_t{value});
+  }
   SPANRING_ALWAYS_INLINE Span& attr(const char* key, long long value) noexcept {
     return attr(key, static_cast<int64_t>(value));
   }
