@@ -20,13 +20,13 @@ static_assert(offsetof(SimplerHostSpan, attributes) == 56);
 #define SPANRING_SIMPLER_EXPORT __attribute__((visibility("default")))
 
 extern "C" SPANRING_SIMPLER_EXPORT int unified_log_host_span_enabled(void) {
-  // relaxed: the gate only tells whether a segment is attached (spanring::enabled; g_segment
-  // is published with release at load, and the record path reads it again itself).
-  return spanring::detail::g_segment.load(std::memory_order_relaxed) != nullptr ? 1 : 0;
+  // spanring::enabled() is one relaxed load of the segment pointer (span.h): the gate only
+  // tells whether a segment is attached; the record path reads the pointer again itself.
+  return spanring::enabled() ? 1 : 0;
 }
 
 extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostSpan* span) {
-  if (spanring::detail::g_segment.load(std::memory_order_relaxed) == nullptr) return;
+  if (!spanring::enabled()) return;  // one relaxed load (span.h)
   // Validate before reading any field past the first 8 bytes: struct_size is the caller's
   // promise of how many bytes are readable. Rejected: reading a newer version's fields by
   // guess. A span we cannot read is published as a drop marker (NULL name: reason `invalid`),

@@ -44,7 +44,7 @@ typedef struct SimplerHostSpan {
   uint32_t abi_version;    /* SIMPLER_HOST_SPAN_ABI_VERSION (1); any other value drops the span */
   uint32_t struct_size;    /* sizeof(SimplerHostSpan) of the caller, bytes: >= 64 (the v1 size)
                               is accepted and bytes past the v1 fields are never read; less drops
-                              the span without reading past struct_size */
+                              the span, read no further than these first 8 bytes */
   uint64_t invocation_id;  /* `inv`, 0 = none */
   uint64_t callable_hash;  /* `hid`, written in lowercase hex, 0 = none */
   int32_t depth;           /* nesting depth, 0 = outermost; negative drops the span */
