@@ -15,7 +15,7 @@
 int main(int argc, char** argv) {
   const char* out = nullptr;
   const char* lib = nullptr;
-  int threads = 4, spans = 200, burst = 5000, fork_child = 1;
+  int threads = 4, spans = 200, burst = 1200, fork_child = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string opt = argv[i];
     if (opt == "--out") out = argv[i + 1];
