@@ -183,8 +183,9 @@ int count_lines(const std::string& s) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int standin_run(const char* out_jsonl, int threads, int spans, int burst,
-                           int fork_child) {
+extern "C" __attribute__((visibility("default"))) int standin_run(const char* out_jsonl,
+                                                                  int threads, int spans,
+                                                                  int burst, int fork_child) {
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i, spans);
   pool.emplace_back(scheduler, burst);
