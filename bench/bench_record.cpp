@@ -21,6 +21,8 @@
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
+#include "adapter/simpler_host_span.h"
+
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/concurrentqueue.h>
 #include <nlohmann/json.hpp>
@@ -174,6 +176,31 @@ __attribute__((noinline)) void batch_c_emit() {
     s.timestamp_ns = static_cast<int64_t>(1'000'000'000 + n * 1000);
     s.duration_ns = 500;
     spanring_emit(&s);
+  }
+  g_n = n;
+}
+
+// ---- the host-span adapter seam (issue 21: "≤ 150 Ir with a literal name and a 40-byte
+// attribute string"): the runtime's struct through libspanring-simpler, gate first, as the
+// runtime's host code calls it.
+
+constexpr const char kSimplerAttrs[] = "run_id=7 task_slot=42 worker_id=1 dsp=12";
+static_assert(sizeof(kSimplerAttrs) - 1 == 40, "issue 21 asks for a 40-byte attribute string");
+
+__attribute__((noinline)) void batch_simpler() {
+  uint64_t n = g_n;
+  SimplerHostSpan s{};
+  s.abi_version = SIMPLER_HOST_SPAN_ABI_VERSION;
+  s.struct_size = sizeof(SimplerHostSpan);
+  s.invocation_id = kInv;
+  s.callable_hash = kHid;
+  s.name = kName;
+  s.attributes = kSimplerAttrs;
+  for (int i = 0; i < kBatch; ++i, ++n) {
+    if (!unified_log_host_span_enabled()) continue;
+    s.timestamp_ns = static_cast<int64_t>(1'000'000'000 + n * 1000);
+    s.duration_ns = 500;
+    unified_log_host_span(&s);
   }
   g_n = n;
 }
@@ -451,6 +478,8 @@ int main(int argc, char** argv) {
       batch_emit);
   add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
       "attribute string", batch_c_emit);
+  add("spanring_simpler", "host-span adapter seam: gate + unified_log_host_span(&span), "
+      "16-byte literal name, 40-byte attribute string", batch_simpler);
   add("spanring_disabled", "the spanring_span code with tracing disabled (not attached)",
       batch_span, true);
   add("spanring_disabled_noattr", "the same without the 4 attr() calls (diagnostic)",
@@ -514,7 +543,8 @@ int main(int argc, char** argv) {
   bool segment_made = false;
   std::string drainer_note;
   const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
-                             wants("spanring_emit") || wants("spanring_c_emit");
+                             wants("spanring_emit") || wants("spanring_c_emit") ||
+                             wants("spanring_simpler");
   if (need_spanring) {
     try {
       spanring::SegmentOptions so;

@@ -16,9 +16,14 @@ __extension__ typedef unsigned __int128 u128;  // 64x64 -> 128-bit products
 
 constexpr uint64_t kSampleEveryNs = 10'000'000;  // 10 ms
 
+// The producer's counter (src/producer.h, read_tsc): the TSC, or cntvct_el0 on aarch64.
 uint64_t rdtsc() {
 #if defined(__x86_64__)
   return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t ticks;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+  return ticks;
 #else
   return 0;
 #endif
@@ -45,7 +50,7 @@ uint64_t saturating_add(uint64_t a, u128 b) {
 }  // namespace
 
 bool TscClock::available() {
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
   return true;
 #else
   return false;

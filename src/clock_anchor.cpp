@@ -17,7 +17,8 @@ namespace {
 
 // Whether the CPU's TSC runs at a constant rate in every state (CPUID 0x80000007 EDX bit 8,
 // "invariant TSC", the same bit on Intel and AMD), so that ticks convert linearly to
-// CLOCK_MONOTONIC. SPANRING_CLOCK=monotonic forces clock_gettime.
+// CLOCK_MONOTONIC; on aarch64 whether the generic timer's counter (read_tsc) is set up.
+// SPANRING_CLOCK=monotonic forces clock_gettime.
 bool invariant_tsc() noexcept {
 #if defined(__x86_64__)
   const char* clock = std::getenv("SPANRING_CLOCK");
@@ -26,6 +27,14 @@ bool invariant_tsc() noexcept {
   if (__get_cpuid(0x80000000, &a, &b, &c, &d) == 0 || a < 0x80000007) return false;
   __get_cpuid(0x80000007, &a, &b, &c, &d);
   return (d & (1u << 8)) != 0;
+#elif defined(__aarch64__)
+  // The generic timer runs at a constant rate by definition (ARM ARM D11.1.2); a zero
+  // cntfrq_el0 means firmware left it unset, and then the counter is not trusted either.
+  const char* clock = std::getenv("SPANRING_CLOCK");
+  if (clock != nullptr && std::strcmp(clock, "monotonic") == 0) return false;
+  uint64_t freq;
+  asm volatile("mrs %0, cntfrq_el0" : "=r"(freq));
+  return freq != 0;
 #else
   return false;
 #endif

@@ -16,7 +16,16 @@ namespace {
 uint64_t stat_start_time(const char* path, bool reject_exited) noexcept {
   // open/read/close rather than stdio: the producer calls this from its fork handler and it
   // must stay async-signal-safe (no malloc).
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  // Through a /proc directory fd and a relative path, not open(path): qemu-user rewrites an
+  // open of "/proc/self/stat" or "/proc/<own pid>/stat" with a starttime of its own (measured:
+  // 2 ticks off the kernel's), so an emulated producer's own start time would not match what
+  // the drainer reads for it and its rings would look orphaned. openat with a relative path
+  // reaches the kernel's file under qemu-user too; natively it is the same file.
+  const int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return 0;
+  const char* rel = std::strncmp(path, "/proc/", 6) == 0 ? path + 6 : path;
+  const int fd = ::openat(proc, rel, O_RDONLY | O_CLOEXEC);
+  ::close(proc);
   if (fd < 0) return 0;
   char buf[1024];
   const ssize_t n = ::read(fd, buf, sizeof buf - 1);

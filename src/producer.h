@@ -124,9 +124,20 @@ bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int
 
 // ---- clock_anchor.cpp
 
+// The cycle counter Spans are timed with ("TSC" throughout: kRecordTsc, anchor_tsc). x86-64:
+// the TSC (rdtsc). aarch64: the generic timer's virtual count, cntvct_el0, a constant-rate
+// counter the architecture requires on every ARMv8 CPU (frequency in cntfrq_el0, typically
+// 24 MHz to 1 GHz), the one the kernel's vDSO reads for CLOCK_MONOTONIC. Like rdtsc it is not
+// ordered with the instructions around it (no isb: the span's cost stays one read; a read a few
+// instructions early or late is below the counter's resolution on most parts). The drainer
+// (drain/tsc_clock.cpp) measures ticks per ns from (counter, CLOCK_MONOTONIC) pairs on either.
 inline uint64_t read_tsc() noexcept {
 #if defined(__x86_64__)
   return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t ticks;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+  return ticks;
 #else
   return 0;
 #endif

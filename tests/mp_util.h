@@ -51,6 +51,17 @@ struct RunResult {
 // naming scheme of unique_segment_name, cli/drain_session.h).
 RunResult run_process(const std::vector<std::string>& argv, int timeout_s = 40);
 
+// Emulated runs (.ci/run's aarch64 step, cross/aarch64-linux-gnu.ini): when
+// SPANRING_TEST_EXEC_WRAPPER is set (e.g. "/usr/bin/qemu-aarch64"), a program of this build's
+// own architecture is started as `<wrapper words...> <argv...>`, since qemu-user passes execve
+// to the host kernel, which cannot run a foreign ELF without binfmt_misc. Anything else (a
+// script, a host program such as /usr/bin/env) is started as is. run_process applies it to
+// its argv, spanring_run (traced_run.h) to the command after `--` too.
+std::vector<std::string> exec_argv(const std::vector<std::string>& argv);
+// The wrapper's words, empty when not set: a test that cannot run emulated (LD_PRELOAD into a
+// foreign program, syscall tracing) skips with this as its reason.
+std::vector<std::string> exec_wrapper();
+
 // True in the stress variant of a test: SPANRING_STRESS=1, which tests/meson.build sets on the
 // tests it registers with -Dstress=true.
 bool stress();

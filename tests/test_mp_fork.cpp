@@ -179,4 +179,37 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
   }
 }
 
+TEST_CASE("a vfork child's spans before exec or _exit are dropped as reason=vfork, never in its "
+          "parent's ring") {
+  TempDir tmp;
+  const EmitterRun e = run_emitter(tmp, "VFORK_EMITTER", {}, {"--child-spans", "7"}, 40);
+  INFO("spanring run: ", e.run.describe());
+  const Trace trace = load_trace(e.out);
+  check_trace_invariants(trace, e.summary, e.run.err, e.out);
+  REQUIRE(e.emitted.size() == 1);
+  const nlohmann::json& emitted = e.emitted[0];
+  const uint64_t parent_pid = emitted.at("parent_pid").get<uint64_t>();
+  const uint64_t parent_tid = emitted.at("parent_tid").get<uint64_t>();
+  CHECK(emitted.at("child_spans").get<uint64_t>() == 7);
+  // The parent's spans around the vfork are its own, and nothing else is in the file.
+  CHECK(trace.spans.size() == 2);
+  CHECK(trace.count("vfork.child") == 0);
+  for (const char* name : {"vfork.parent.before", "vfork.parent.after"}) {
+    INFO(name);
+    CHECK(trace.count(name) == 1);
+  }
+  for (const SpanLine& s : trace.spans) {
+    CHECK(s.pid == parent_pid);
+    CHECK(s.tid == parent_tid);
+  }
+  // The child's 7 spans: segment-wide drops with reason vfork, and nothing else dropped.
+  uint64_t vfork_dropped = 0;
+  for (const DropsLine& d : trace.drops) {
+    CHECK(d.reason == "vfork");
+    if (d.reason == "vfork") vfork_dropped += d.dropped;
+  }
+  CHECK(vfork_dropped == 7);
+  CHECK(e.summary.dropped == 7);
+}
+
 }  // TEST_SUITE("mp")

@@ -13,7 +13,8 @@ RunResult spanring_run(const std::string& out, const std::vector<std::string>& r
   std::vector<std::string> argv = {exe_from_env("SPANRING_EXE"), "run", "-o", out};
   argv.insert(argv.end(), run_options.begin(), run_options.end());
   argv.emplace_back("--");
-  argv.insert(argv.end(), command.begin(), command.end());
+  const std::vector<std::string> cmd = exec_argv(command);  // emulated runs: see exec_argv
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
   return run_process(argv, timeout_s);
 }
 

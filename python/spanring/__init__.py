@@ -25,7 +25,8 @@ __all__ = ["producer", "span", "enabled", "invocation", "now_ns", "Producer", "S
 def producer(name):
     """A producer whose spans are named ext.<name>.<span>.
 
-    ValueError when name is empty or holds a dot, space or '='.
+    ValueError when name is not a str (None included), is empty, or holds a dot, space
+    or '=': the exception simpler.trace raises for a bad producer name.
     """
     return Producer(name)
 

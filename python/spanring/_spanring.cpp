@@ -118,10 +118,12 @@ int check_attrs(PyObject* const* values, PyObject* kwnames) {
   return 0;
 }
 
-// The span name: a non-empty str.
+// The span name: a non-empty str. Anything else, None included, is a ValueError, as
+// simpler.trace (the runtime's Python tracing API, docs/python.md) refuses a bad name: code
+// written against either catches the same exception.
 int check_name(PyObject* name) {
   if (!PyUnicode_Check(name)) {
-    PyErr_Format(PyExc_TypeError, "spanring: a span name must be str, not %.100s",
+    PyErr_Format(PyExc_ValueError, "spanring: a span name must be a str, not %.100s",
                  Py_TYPE(name)->tp_name);
     return -1;
   }
@@ -443,12 +445,18 @@ PyObject* Producer_enabled(PyObject*, PyObject*) {
   Py_RETURN_FALSE;
 }
 
-// Makes a producer: a str name, not empty, without a dot, space or `=` (ValueError).
+// Makes a producer: a str name, not empty, without a dot, space or `=`; anything else, None
+// and non-str included, is a ValueError (simpler.trace's exception for a bad producer name).
 PyObject* Producer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"name", nullptr};
   PyObject* name = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:producer", const_cast<char**>(kwlist), &name))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:producer", const_cast<char**>(kwlist), &name))
     return nullptr;
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_ValueError, "spanring: a producer name must be a str, not %.100s",
+                 Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
   if (PyUnicode_GET_LENGTH(name) == 0) {
     PyErr_SetString(PyExc_ValueError, "spanring: a producer name must not be empty");
     return nullptr;

@@ -30,11 +30,16 @@ def test_bad_names_and_keys_are_value_errors_when_traced_too(traced):
     r = traced("""
         import spanring
         errors = []
-        for bad in ["", "a.b", "a b", "a=b"]:
+        for bad in ["", "a.b", "a b", "a=b", None]:
             try:
                 spanring.producer(bad)
             except ValueError:
-                errors.append(bad)
+                errors.append(str(bad))
+        for bad in [None, 7]:
+            try:
+                spanring.span(bad)
+            except ValueError:
+                errors.append("span " + str(bad))
         for key in ["a b", "1x"]:
             try:
                 spanring.span("s", **{key: 1})
@@ -49,7 +54,7 @@ def test_bad_names_and_keys_are_value_errors_when_traced_too(traced):
         import json
         json.dump(errors, open(SIDE, "w"))
     """)
-    assert r.side == ["", "a.b", "a b", "a=b", "a b", "1x", "None"]
+    assert r.side == ["", "a.b", "a b", "a=b", "None", "span None", "span 7", "a b", "1x", "None"]
     assert [s["name"] for s in r.spans] == ["ext.app.after"]
 
 

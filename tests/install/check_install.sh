@@ -16,6 +16,9 @@
 #   check_install.sh meson             a C++17 Meson project: dependency('spanring') (spanring.pc)
 #   check_install.sh meson_subproject  the same with spanring as its subproject
 #                                      (meson.override_dependency); the prefix gives `spanring`
+#   check_install.sh adapter_pkgconfig_c  a C99 runtime using the host-span seam (c/runtime.c):
+#                                      cc runtime.c $(pkg-config --cflags --libs spanring-simpler)
+#   check_install.sh adapter_cmake_c   the same with CMake: spanring::spanring_simpler
 #
 # Every program is run under the installed `spanring run`, and its spans must be in the trace.
 #
@@ -185,6 +188,9 @@ layout)
     "$libdir/libspanring.so" "$libdir/libspanring.so.$SPANRING_SOVERSION"
     "$libdir/libspanring.so.$SPANRING_VERSION" "$libdir/libspanring.a"
     "$libdir/pkgconfig/spanring.pc"
+    "$includedir/spanring/simpler_host_span.h"
+    "$libdir/libspanring-simpler.so" "$libdir/libspanring-simpler.so.$SPANRING_SOVERSION"
+    "$libdir/libspanring-simpler.so.$SPANRING_VERSION" "$libdir/pkgconfig/spanring-simpler.pc"
   )
   if [ "$SPANRING_CMAKE_PACKAGE" = 1 ]; then
     cmakedir=$dest$(abs "${SPANRING_CMAKEDIR:?SPANRING_CMAKEDIR is not set}")
@@ -250,7 +256,7 @@ header)
     run "${cxx[@]}" "-std=$std" "${warn_flags[@]}" -I"$includedir" -c "$tmp/alone.cpp" \
       -o "$tmp/alone-$std.o" || fail "spanring/$name does not compile alone in $std"
   done
-  if [ "$name" = spanring.h ]; then
+  if [ "$name" = spanring.h ] || [ "$name" = simpler_host_span.h ]; then
     printf '#include <spanring/%s>\n' "$name" >"$tmp/alone.c"
     run "${cc[@]}" -std=c99 "${warn_flags[@]}" -I"$includedir" -c "$tmp/alone.c" \
       -o "$tmp/alone-c99.o" || fail "spanring/$name does not compile alone in C99"
@@ -284,6 +290,41 @@ pkgconfig_c | pkgconfig_static_c)
     check_static "$tmp/app"
   fi
   trace_run c "$tmp/app" --expect "inv=7 hid=c0de depth=0 name=ext.install_c.step" --attr "lang=c batch=16"
+  ;;
+
+adapter_pkgconfig_c)
+  command -v pkg-config >/dev/null || skip "pkg-config is not installed (apt-get install pkg-config)"
+  install_into_tmp
+  export PKG_CONFIG_PATH=$libdir/pkgconfig
+  [ "$(pkg-config --modversion spanring-simpler)" = "$SPANRING_VERSION" ] \
+    || fail "spanring-simpler.pc has the wrong version"
+  # shellcheck disable=SC2207 # pkg-config's output is a list of words
+  cflags=($(pkg-config --cflags spanring-simpler))
+  # shellcheck disable=SC2207
+  libs=($(pkg-config --libs spanring-simpler))
+  run "${cc[@]}" -std=c99 "${warn_flags[@]}" "${san_flags[@]}" "${cflags[@]}" "$here/c/runtime.c" \
+    -o "$tmp/runtime" "${libs[@]}" "-Wl,-rpath,$(pkg-config --variable=libdir spanring-simpler)" \
+    || fail "cc with pkg-config spanring-simpler's flags"
+  trace_run adapter "$tmp/runtime" --expect "inv=11 hid=5eed depth=1 name=chip.run.bind" \
+    --attr "run_id=3 task_slot=5"
+  ;;
+
+adapter_cmake_c)
+  command -v cmake >/dev/null || skip "cmake is not installed (apt-get install cmake)"
+  [ "$SPANRING_CMAKE_PACKAGE" = 1 ] || fail "cmake is installed but this build made no CMake package"
+  install_into_tmp
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cc_compiler=("${cc[@]}")
+  [ "$(basename "${cc_compiler[0]}")" = ccache ] && cc_compiler=("${cc_compiler[@]:1}")
+  run cmake -S "$here/c" -B "$tmp/cmake-build" "${generator[@]}" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DCMAKE_C_COMPILER="${cc_compiler[0]}" -DCMAKE_C_FLAGS="${cc_compiler[*]:1} ${san_flags[*]}" \
+    -DCMAKE_EXE_LINKER_FLAGS="${san_flags[*]}" \
+    || fail "cmake configure with find_package(spanring CONFIG), spanring::spanring_simpler"
+  run cmake --build "$tmp/cmake-build" || fail "cmake --build"
+  trace_run adapter_cmake "$tmp/cmake-build/runtime" \
+    --expect "inv=11 hid=5eed depth=1 name=chip.run.bind" --attr "run_id=3 task_slot=5"
   ;;
 
 cmake_cxx17)

@@ -1,0 +1,44 @@
+// The host-span adapter (simpler_host_span.h): the runtime's two-function seam on top of
+// libspanring's exported record path (spanring::emit_record, the C ABI spanring_emit's path).
+// Built on the public API only, so the producer's internals can change under it freely; the
+// library exports these two functions and nothing else (simpler_host_span.map).
+#include "adapter/simpler_host_span.h"
+
+#include <spanring/span.h>
+
+#include <cstddef>
+
+static_assert(sizeof(SimplerHostSpan) == SPANRING_SIMPLER_HOST_SPAN_V1_SIZE,
+              "the v1 struct of the runtime's header is 64 bytes on LP64");
+static_assert(offsetof(SimplerHostSpan, invocation_id) == 8);
+static_assert(offsetof(SimplerHostSpan, depth) == 24);
+static_assert(offsetof(SimplerHostSpan, timestamp_ns) == 32);
+static_assert(offsetof(SimplerHostSpan, name) == 48);
+static_assert(offsetof(SimplerHostSpan, attributes) == 56);
+
+// The library is built with hidden visibility (adapter/meson.build); these two are its exports.
+#define SPANRING_SIMPLER_EXPORT __attribute__((visibility("default")))
+
+extern "C" SPANRING_SIMPLER_EXPORT int unified_log_host_span_enabled(void) {
+  // spanring::enabled() is one relaxed load of the segment pointer (span.h): the gate only
+  // tells whether a segment is attached; the record path reads the pointer again itself.
+  return spanring::enabled() ? 1 : 0;
+}
+
+extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostSpan* span) {
+  if (!spanring::enabled()) return;  // one relaxed load (span.h)
+  // Validate before reading any field past the first 8 bytes: struct_size is the caller's
+  // promise of how many bytes are readable. Rejected: reading a newer version's fields by
+  // guess. A span we cannot read is published as a drop marker (NULL name: reason `invalid`),
+  // so the loss shows in the drainer's [SPANRING_DROPS] lines and summary.
+  if (__builtin_expect(span == nullptr || span->abi_version != SIMPLER_HOST_SPAN_ABI_VERSION ||
+                           span->struct_size < SPANRING_SIMPLER_HOST_SPAN_V1_SIZE,
+                       0)) {
+    spanring::emit_record(nullptr, 0, 0, 0, 0, 0, nullptr);
+    return;
+  }
+  // Every v1 field maps one to one onto a spanring record (the [STRACE] line's fields);
+  // `reserved` is ignored. NULL/empty name and negative depth/ts/dur are emit_record's `invalid`.
+  spanring::emit_record(span->name, span->invocation_id, span->callable_hash, span->depth,
+                        span->timestamp_ns, span->duration_ns, span->attributes);
+}

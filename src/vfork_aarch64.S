@@ -1,0 +1,39 @@
+/* vfork() for programs linked with libspanring (aarch64 Linux): the aarch64 twin of
+ * vfork_x86_64.S, for the same reason.
+ *
+ * A vfork child runs on its parent's memory and thread-local storage until it calls exec or
+ * _exit. If it emitted a span there, the record would go into the parent thread's ring under the
+ * parent's pid/tid. This wrapper marks the calling thread (spanring_vfork_child = 1) before the
+ * syscall; the child keeps the mark, so its records are dropped and counted; the parent clears
+ * it when it resumes. aarch64 Linux has no vfork syscall: like glibc's aarch64 vfork, this is
+ * clone(CLONE_VM | CLONE_VFORK | SIGCHLD, sp). The return address is in x30, a register, so the
+ * child cannot overwrite it through the shared stack (x86-64 has to keep it off the stack).
+ * The mark is an initial-exec TLS variable: tpidr_el0 plus its GOT-held offset.
+ */
+        .text
+        .globl  vfork
+        .type   vfork, %function
+        .p2align 2
+vfork:
+        adrp    x9, :gottprel:spanring_vfork_child
+        ldr     x9, [x9, #:gottprel_lo12:spanring_vfork_child]
+        mrs     x10, tpidr_el0
+        mov     w11, #1
+        str     w11, [x10, x9]          /* mark this thread before the child can run */
+        mov     x0, #0x4111             /* CLONE_VM | CLONE_VFORK | SIGCHLD */
+        mov     x1, sp                  /* the child runs on this stack until exec/_exit */
+        mov     x2, #0
+        mov     x3, #0
+        mov     x4, #0
+        mov     x8, #220                /* __NR_clone */
+        svc     #0
+        cbz     x0, 1f                  /* child: keep the mark until exec or _exit */
+        str     wzr, [x10, x9]          /* parent: x9, x10 survive the syscall (the kernel
+                                           restores every register but x0) */
+        cmn     x0, #4095
+        b.cs    2f
+1:      ret
+2:      neg     x0, x0
+        b       spanring_vfork_failed   /* sets errno, returns -1 to our caller */
+        .size   vfork, .-vfork
+        .section .note.GNU-stack,"",%progbits
