@@ -180,12 +180,12 @@ __attribute__((noinline)) void batch_c_emit() {
   g_n = n;
 }
 
-// ---- the host-span adapter seam (issue 21: "≤ 150 Ir with a literal name and a 40-byte
-// attribute string"): the runtime's struct through libspanring-simpler, gate first, as the
+// ---- the host-span adapter seam (target: <= 150 Ir with a literal name and a 40-byte attribute
+// string, docs/adapter.md): the runtime's struct through libspanring-simpler, gate first, as the
 // runtime's host code calls it.
 
 constexpr const char kSimplerAttrs[] = "run_id=7 task_slot=42 worker_id=1 dsp=12";
-static_assert(sizeof(kSimplerAttrs) - 1 == 40, "issue 21 asks for a 40-byte attribute string");
+static_assert(sizeof(kSimplerAttrs) - 1 == 40, "the target is set for a 40-byte attribute string");
 
 __attribute__((noinline)) void batch_simpler() {
   uint64_t n = g_n;
