@@ -62,8 +62,15 @@ TEST_CASE("plugins that link spanring load with the static-TLS surplus nearly us
   CHECK(host[0].at("fillers").get<uint64_t>() > 0);
   CHECK(host[0].at("refusal").get<std::string>().find("static TLS") != std::string::npos);
   // B was loaded where A was: its literals have A's addresses, so a cache keyed by pointer that
-  // outlived A would give B's spans A's name and key.
-  REQUIRE(host[0].at("same_address").get<bool>());
+  // outlived A would give B's spans A's name and key. Where the loader is glibc's on the kernel's
+  // mmap, a freed range is handed out again; an emulator's loader (qemu-user, .ci/run's aarch64
+  // step) places mappings itself and may not, and there the reuse case is said not run, while
+  // every check below still holds.
+  if (exec_wrapper().empty())
+    REQUIRE(host[0].at("same_address").get<bool>());
+  else if (!host[0].at("same_address").get<bool>())
+    MESSAGE("emulated run: plugin B was not loaded at A's address, so the address-reuse case "
+            "was not exercised here");
 
   const uint64_t spans = host[0].at("spans").get<uint64_t>();
   CHECK(summary->dropped == 0);
