@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace bip = boost::interprocess;
@@ -84,15 +85,21 @@ Segment& Segment::operator=(Segment&& o) noexcept {
 Segment::~Segment() { delete static_cast<bip::mapped_region*>(region_); }
 
 void Segment::leak() noexcept {
-  // Kept reachable from static storage: the mapping lives until the process ends, and leak
-  // checkers (LeakSanitizer) see a root rather than a lost allocation. A process attaches a
-  // handful of times at most; past the table's size the pointer is simply dropped.
-  static std::atomic<void*> kept[16];
-  for (auto& slot : kept) {
-    void* expected = nullptr;
-    if (slot.compare_exchange_strong(expected, region_, std::memory_order_relaxed)) break;
-  }
+  // The mapping lives until the process ends. Its mapped_region moves into static storage and
+  // the heap object is freed, so nothing on the heap is left behind: a copy of libspanring
+  // linked into a plugin and dlclose'd takes its static storage with it, and a heap object
+  // rooted only there would be a lost allocation (LeakSanitizer reports it). A process attaches
+  // a handful of times at most; past the table's size the region object stays on the heap.
+  static constexpr int kKept = 16;
+  alignas(bip::mapped_region) static unsigned char kept[kKept][sizeof(bip::mapped_region)];
+  static std::atomic<int> used{0};
+  auto* region = static_cast<bip::mapped_region*>(region_);
   region_ = nullptr;
+  // relaxed: a slot index; each attach's thread writes only the slot it took.
+  const int slot = used.fetch_add(1, std::memory_order_relaxed);
+  if (region == nullptr || slot >= kKept) return;
+  new (kept[slot]) bip::mapped_region(std::move(*region));  // never destroyed: never unmapped
+  delete region;  // moved from: its destructor unmaps nothing
 }
 
 Segment Segment::create(const std::string& name, const SegmentOptions& options) {
