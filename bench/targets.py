@@ -167,6 +167,9 @@ def drain_metrics(j):
     idle = j.get("idle", {})
     if idle.get("seconds"):
         m["idle"] = idle["cpu_schedstat"]
+    owned = j.get("idle_owners", {})
+    if owned.get("seconds"):
+        m["idle_owned"] = owned["cpu_schedstat"]
     return m
 
 
@@ -191,10 +194,16 @@ def l3_metrics(j):
     return m
 
 
+def interference_metrics(j):
+    # live / stopped p50 per (threads, arm): the drainer as the producer feels it
+    return {f"intf_{r['arm']}_{r['threads']}": r.get("ratio") for r in j.get("results", [])}
+
+
 def timing_table(d):
     per = {"record": load_runs(d, "record"), "drain": load_runs(d, "drain"),
-           "l3": load_runs(d, "l3")}
-    fn = {"record": record_metrics, "drain": drain_metrics, "l3": l3_metrics}
+           "l3": load_runs(d, "l3"), "interference": load_runs(d, "interference")}
+    fn = {"record": record_metrics, "drain": drain_metrics, "l3": l3_metrics,
+          "interference": interference_metrics}
     metrics = {k: [fn[k](j) if j else None for j in v] for k, v in per.items()}
     nruns = max((len(v) for v in per.values()), default=0)
 
@@ -224,6 +233,13 @@ def timing_table(d):
          "-", "drain", "binary_paced_drops", "<=", 0, lambda v: f"{v:.0f}"),
         ("idle drainer, share of a core (schedstat)", "0.175-0.6%", "drain", "idle", "<", 0.005,
          lambda v: f"{v * 100:.3f}%"),
+        ("idle drainer with 256 silent owners, share of a core (schedstat)", "1.2-1.4%", "drain",
+         "idle_owned", "<", 0.005, lambda v: f"{v * 100:.3f}%"),
+    ] + [
+        (f"producer p50, drainer running / stopped, `{arm}`, {t} thread{'s' if t > 1 else ''}",
+         "1.35-1.76x", "interference", f"intf_{arm}_{t}", "<=", 1.15, lambda v: f"{v:.3f}x")
+        for t in (1, 16) for arm in ("Span", "emit")
+    ] + [
         ("`bench_l3`: spanring's added CPU per record, every process and the drainer, fixed "
          "cost of `spanring run` subtracted", "1.6 us", "l3", "l3_cpu_us", "<=", 0.4,
          lambda v: f"{v:.3f} us"),

@@ -8,6 +8,7 @@
 #include "cli/status_line.h"
 #include "drain/diagnostics.h"
 #include "drain/drainer.h"
+#include "drain/poll_pacer.h"
 #include "drain/output_files.h"
 #include "drain/tee_sink.h"
 #include "drain/uring_writer.h"
@@ -143,38 +144,22 @@ class SegmentNameWatch {
   bool said_ = false;
 };
 
-// Idle back-off: busy while there is work, then waits doubling from 50 us to 10 ms, so an idle
-// drainer wakes ~100 times a second (well under 1% of a core) and a burst waits at most 10 ms
-// to be seen (a default ring holds thousands of records, far more than 10 ms of a busy
-// thread's spans at the rates that matter). While writes are in flight the wait is for the
-// writer to hand a buffer back, so that tails advance as soon as the bytes are in the file.
+// When to poll next: drain/poll_pacer.h (an eighth of the busiest ring per poll, doubling
+// waits when idle, up to 1 ms while records are recent and 20 ms after). While writes are in
+// flight the wait is for the writer to hand a buffer back, so that tails advance as soon as
+// the bytes are in the file.
 //
-// A poll that found only a trickle (fewer than kBatchRecords) waits too, up to kTrickleMaxUs: a
-// drainer that comes straight back finds one or two records each time, burns a core the traced
-// program may need (bench_l3 saw ~4 us of drainer CPU per record that way) and keeps pulling
-// the producers' head lines to itself. A poll that finds a batch goes straight on. A rate
-// that fills a quarter ring per kTrickleMaxUs finds >= kBatchRecords on the next poll.
-inline constexpr uint64_t kBatchRecords = 64;
-inline constexpr int64_t kTrickleMaxUs = 500;
-inline constexpr int64_t kIdleMaxUs = 10000;
 // A partly filled buffer goes to the writer once no record came for kIdleFlush (and at the
 // latest every 100 ms, busy or not), not at every poll that found nothing: a workload that
 // emits in bursts a few ms apart (the demo) made one write, and woke the writer thread twice,
 // per burst. Records still reach the file within the 100 ms docs/design.md promises.
 inline constexpr auto kIdleFlush = std::chrono::milliseconds(5);
 
-class Backoff {
- public:
-  void reset() noexcept { wait_us_ = 0; }
-  void idle(Drainer& drainer, int64_t max_us) {
-    wait_us_ = wait_us_ == 0 ? 50 : std::min<int64_t>(wait_us_ * 2, max_us);
-    if (!drainer.wait_for_write(wait_us_))
-      std::this_thread::sleep_for(std::chrono::microseconds(wait_us_));
-  }
-
- private:
-  int64_t wait_us_ = 0;
-};
+inline void wait_for_next_poll(Drainer& drainer, int64_t wait_us) {
+  if (wait_us <= 0) return;
+  if (!drainer.wait_for_write(wait_us))
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+}
 
 // Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
 // owner died must be freed even while other rings keep the drainer busy), and the segment's
@@ -183,8 +168,8 @@ class Backoff {
 template <class Done>
 void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& status,
                 Done&& done) {
-  Backoff backoff;
   auto next_check = std::chrono::steady_clock::now();
+  PollPacer pacer(drainer.ring_capacity(), next_check);
   auto last_records = next_check;  // when a poll last found records
   int checks = 0;
   while (!done()) {
@@ -198,12 +183,10 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& stat
       status.update(drainer.stats().written, drainer.stats().dropped);
       next_check = now + std::chrono::milliseconds(100);
     }
-    if (n >= kBatchRecords) {
-      backoff.reset();
-      continue;
-    }
+    const int64_t wait_us = pacer.after_poll(now, n, drainer.last_poll_peak_slots());
+    if (wait_us == 0) continue;
     if (n == 0 && now - last_records >= kIdleFlush) drainer.flush_partial();
-    backoff.idle(drainer, n == 0 ? kIdleMaxUs : kTrickleMaxUs);
+    wait_for_next_poll(drainer, wait_us);
   }
   status.erase();
 }

@@ -482,14 +482,28 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
   RingReader& reader = rs.reader;
   const uint64_t head = reader.head();
+  peak_slots_ = std::max(peak_slots_, head - reader.position());
   if (head - reader.position() > reader.capacity()) {
     quarantine(index, rs, "head " + std::to_string(head) + " is not within one ring of tail " +
                               std::to_string(reader.position()));
     return;
   }
+  // While the producer is writing (its head moved since the last poll), stop before the
+  // 128-byte pair of slot lines that holds head: the line the producer fills next, or its
+  // pair partner, which the adjacent-line prefetcher would fetch along with a read of the other
+  // and the producer would have to take back. What is left is read at the next poll, or at
+  // once when the producer has not moved by then (a ring that went quiet is read to its head).
+  uint64_t stop = head;
+  if (!to_head_ && !rs.gone && head != rs.seen_head) {
+    const uint64_t pair_phase =
+        (reinterpret_cast<uintptr_t>(view_.ring_slots(index)) / kSlotBytes) & 1;
+    stop = ((head + pair_phase) & ~uint64_t{1}) - pair_phase;
+  }
+  rs.seen_head = head;
   RecordCopy rec;
   std::string why;
-  while (reader.position() != head) {
+  // position < stop, in ring arithmetic (both within one ring of each other, checked above).
+  while (stop - reader.position() - 1 < reader.capacity()) {
     // Room first, before the read moves the reader: a buffer submitted to make room records
     // this ring's tail and next_seq, and both must stand before this record, which goes into
     // the next buffer. (Reserved after the read, the tail would cover a record that is not in
@@ -614,6 +628,7 @@ uint64_t Drainer::poll() {
   Buffer* b = nullptr;
   while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
   const uint64_t before = stats_.written + stats_.dropped;
+  peak_slots_ = 0;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_full_scan_) {
     // A ring claimed since the last full scan waits at most kFullScanNs to be seen; a default
@@ -700,6 +715,7 @@ bool Drainer::finish(bool owners_gone) {
   Buffer* done = nullptr;
   while (writer_ != nullptr && (done = writer_->take_done(0)) != nullptr) apply(done);
   if (!owners_gone) check_owners();
+  to_head_ = true;  // everything published goes into the file
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();

@@ -91,11 +91,17 @@ class Drainer {
   // line to fetch: 256 of them per poll cost more than a trickle of records).
   uint64_t poll();
   static constexpr int64_t kFullScanNs = 1'000'000;
+  // The most slots the last poll() read from one ring (what drain/poll_pacer.h paces by).
+  uint64_t last_poll_peak_slots() const noexcept { return peak_slots_; }
+  uint64_t ring_capacity() const noexcept { return view_.ring_capacity(); }  // slots
   // poll() with a full look at every ring now: rings claimed since the last full scan are
   // adopted and drained too (a flight-recorder snapshot must end with everything published).
   uint64_t poll_all() {
     next_full_scan_ = {};
-    return poll();
+    to_head_ = true;
+    const uint64_t n = poll();
+    to_head_ = false;
+    return n;
   }
   // Detects owners that died without releasing their ring (pid plus process start time, since
   // pids are reused) and schedules their rings to be drained, reported and freed; reports new
@@ -143,6 +149,7 @@ class Drainer {
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
     uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains
+    uint64_t seen_head = 0;   // head as the last poll read it (has the producer moved since?)
   };
 
   void drain_ring(uint32_t index, bool final_pass);
@@ -201,6 +208,8 @@ class Drainer {
   std::vector<RingState> rings_;
   std::vector<uint32_t> owned_;  // rings with an owner at the last full scan
   std::chrono::steady_clock::time_point next_full_scan_{};
+  uint64_t peak_slots_ = 0;  // last_poll_peak_slots()
+  bool to_head_ = false;     // read every ring to its head (poll_all, finish), not behind it
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
   std::vector<std::unique_ptr<Buffer>> buffers_;  // every buffer we own
   std::vector<Buffer*> free_;

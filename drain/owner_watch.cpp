@@ -78,7 +78,10 @@ bool OwnerWatch::alive(uint32_t pid, uint32_t tid, uint64_t start_time) noexcept
   if (!p.alive) return false;
   if (tid != pid) {
     // Signal 0 checks that thread tid exists in thread group pid, and sends nothing. A thread
-    // that exited is gone at once (only a leader lingers as a zombie). EPERM: it exists.
+    // that exited is gone at once (only a leader lingers as a zombie). EPERM: it exists. Once
+    // every kThreadRounds rounds per thread, staggered by tid: a thread that exits the usual
+    // way releases its ring itself, so this only finds one that skipped its exit handlers.
+    if ((round_ + tid) % kThreadRounds != 0) return true;
     if (::syscall(SYS_tgkill, static_cast<pid_t>(pid), static_cast<pid_t>(tid), 0) == 0)
       return true;
     return errno != ESRCH;

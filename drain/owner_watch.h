@@ -8,7 +8,11 @@
 //   never mistaken for the owner) polled with timeout 0; one syscall, no /proc read. Where
 //   pidfd_open is unavailable (ENOSYS, a seccomp filter) or kMaxPidfds are open, the process'
 //   /proc/PID/stat start time is read instead, still once per process;
-// - each non-leader thread: tgkill(pid, tid, 0), one syscall, no /proc read (ESRCH: it exited);
+// - each non-leader thread: tgkill(pid, tid, 0), one syscall, no /proc read (ESRCH: it exited),
+//   once every kThreadRounds rounds (~1 s), staggered by tid: a thread that exits normally
+//   releases its ring itself (its pthread key's destructor), so the check only finds threads
+//   that ended without their exit handlers, and a signal per silent thread every 100 ms was a
+//   third of an idle drainer's CPU with 256 silent owners (perf, docs/performance.md);
 // - a leader thread (tid == pid) that exits while the process' other threads run stays a zombie
 //   that signals still reach, so only /proc/PID/task/PID/stat tells; that read is spread: each
 //   process' leader once every kLeaderRounds rounds (~1 s), staggered by pid.
@@ -32,6 +36,9 @@ class OwnerWatch {
   // drainer's 100 ms round, a leader thread that exited without releasing its ring (and whose
   // process lives on) is found within ~1 s.
   static constexpr uint64_t kLeaderRounds = 10;
+  // A non-leader thread's tgkill happens once every this many rounds: a thread that exited
+  // without releasing its ring is found within ~1 s.
+  static constexpr uint64_t kThreadRounds = 10;
 
   // Pidfds kept open at most: a quarter of the soft RLIMIT_NOFILE, at most 512. The drainer's
   // /proc reads (here, and the command lines it announces) need descriptors too, and an open

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -107,11 +109,19 @@ SegmentStat read_segment_stat(const SegmentView& view, const std::string& name,
   s.strings_writing = usage.writing;
   s.strings_corrupt = usage.corrupt;
 
+  s.table_bytes = slots_offset(view.ring_count());
+  s.ring_slot_bytes = uint64_t{view.ring_capacity()} * kSlotBytes;
+  struct stat st {};
+  if (::stat(("/dev/shm/" + name).c_str(), &st) == 0)
+    s.shm_bytes = static_cast<uint64_t>(st.st_blocks) * 512;  // st_blocks: 512-byte units
+
   std::set<uint32_t> pids;
   for (uint32_t i = 0; i < view.ring_count(); ++i) {
     const RingHeader& r = view.ring(i);
     // acquire: pairs with the producer's release of kRingActive, after its owner fields.
     const uint32_t state = r.state.load(std::memory_order_acquire);
+    // A claim increments generation: a ring at 0 was never claimed, its slots never committed.
+    if (r.generation != 0) ++s.rings_committed;
     if (state == kRingFree) continue;
     RingStat rs;
     rs.index = i;
@@ -172,6 +182,13 @@ std::string format_stat_text(const SegmentStat& s) {
   out += line;
   if (!s.header_damage.empty())
     out += "header damaged since it was validated: " + s.header_damage + "\n";
+  std::snprintf(line, sizeof line,
+                "memory: %s of tables, %s per ring a thread claimed (committed at its first "
+                "claim), %u rings committed: %s expected, %s in /dev/shm now\n",
+                mib(s.table_bytes).c_str(), mib(s.ring_slot_bytes).c_str(), s.rings_committed,
+                mib(s.table_bytes + uint64_t{s.rings_committed} * s.ring_slot_bytes).c_str(),
+                mib(s.shm_bytes).c_str());
+  out += line;
   std::snprintf(line, sizeof line,
                 "rings: %u in use by %u process(es), %u quarantined, %u free\n", s.in_use,
                 s.processes, s.quarantined,
@@ -245,6 +262,11 @@ std::string format_stat_json(const SegmentStat& s) {
         {"alive", s.drainer_alive},
         {"committed_bytes", s.committed_bytes}}},
       {"header_damage", s.header_damage},
+      {"memory",
+       {{"table_bytes", s.table_bytes},
+        {"ring_slot_bytes", s.ring_slot_bytes},
+        {"rings_committed", s.rings_committed},
+        {"shm_bytes", s.shm_bytes}}},
       {"drops", {{"ring_full", s.ring_full}, {"no_ring", s.no_ring}, {"vfork", s.vfork}}},
       {"strings",
        {{"entries", s.string_entries},

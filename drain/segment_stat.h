@@ -70,6 +70,15 @@ struct SegmentStat {
   uint32_t strings_writing = 0;  // being written, or left mid-write by a killed producer
   uint32_t strings_corrupt = 0;
   uint64_t strings_full = 0;
+  // Memory. The tables (header, ring headers, journal, string table) are committed when the
+  // segment is created; a ring's slots (ring_slot_bytes) when a thread first claims it, and
+  // they stay committed for the segment's life (a later owner reuses them). So a segment takes
+  // table_bytes + rings_committed x ring_slot_bytes, whatever its mapped size says.
+  uint64_t table_bytes = 0;      // committed at creation
+  uint64_t ring_slot_bytes = 0;  // per thread that traces: ring_capacity x slot_bytes
+  uint32_t rings_committed = 0;  // rings some thread has claimed (generation != 0)
+  // What /dev/shm says the object takes now (its block count; 0 when it cannot be read).
+  uint64_t shm_bytes = 0;
   std::vector<RingStat> rings;   // the rings that are not free, by index
   // Totals over `rings`.
   uint32_t in_use = 0;           // claiming, active or released

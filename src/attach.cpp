@@ -8,6 +8,7 @@
 #include <spanring/test_point.h>
 
 #include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -280,6 +281,30 @@ bool claim_ring(ThreadState& t) noexcept {
                                          std::memory_order_relaxed))
       continue;
     SPANRING_TEST_POINT("producer_claim_started");
+    std::byte* slots =
+        p.slots + uint64_t{static_cast<uint32_t>(&r - p.rings)} * p.ring_capacity * kSlotBytes;
+    // Commit this ring's pages and map them into our page tables now: the segment leaves slot
+    // pages to their claimers (Segment::create), and a first store to a shared page costs
+    // microseconds, which no later record should pay. A page the kernel cannot supply (/dev/shm
+    // full) fails here with an error instead of a SIGBUS at a record: the ring goes back
+    // untouched (its owner fields are not written yet) and the next one is tried; a ring that
+    // was claimed before has its pages already. EINVAL (a kernel before 5.14): the creator
+    // reserved every page, so only the mapping is left to the first records.
+    // madvise wants a page-aligned start, and slots start on a cache line: from the page that
+    // holds the first slot (whose other bytes, another ring's or the string table's, are only
+    // faulted in, never written). getauxval, not sysconf: a claim may run in a signal handler.
+    const uintptr_t page = static_cast<uintptr_t>(getauxval(AT_PAGESZ));
+    const uintptr_t first = reinterpret_cast<uintptr_t>(slots);
+    const uintptr_t start = page != 0 ? first & ~(page - 1) : first;
+    if (madvise(reinterpret_cast<void*>(start),
+                first - start + uint64_t{p.ring_capacity} * kSlotBytes,
+                MADV_POPULATE_WRITE) != 0 &&
+        errno != EINVAL) {
+      // release: the next claimer's acquire of kRingFree must still see what the drainer
+      // published with its own release of kRingFree (tail == head), which our CAS acquired.
+      r.state.store(kRingFree, std::memory_order_release);
+      continue;
+    }
     r.owner_pid = p.pid;
     r.owner_tid = tid;
     r.generation += 1;
@@ -296,11 +321,6 @@ bool claim_ring(ThreadState& t) noexcept {
     std::memcpy(r.open, t.stash, t.stash_count * sizeof(OpenSpan));
     r.open_depth.store(t.stash_count != 0 ? t.depth : 0, std::memory_order_relaxed);
     t.stash_count = 0;
-    std::byte* slots =
-        p.slots + uint64_t{static_cast<uint32_t>(&r - p.rings)} * p.ring_capacity * kSlotBytes;
-    // Map this ring's pages into our page tables now: a first store to a shared page costs
-    // microseconds, which no later record should pay. Failure only costs that time.
-    madvise(slots, uint64_t{p.ring_capacity} * kSlotBytes, MADV_POPULATE_WRITE);
     // The new owner's head, cached tail, sequence and drop counter (drops stored as 0).
     t.ring.attach(&r, slots, p.ring_capacity);
     // release: the owner fields above are visible to the drainer's acquire of kRingActive.

@@ -36,6 +36,22 @@ uint32_t round_up_pow2(uint32_t v) {
   return p;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 (uapi asm-generic/mman-common.h)
+#endif
+
+// Whether this kernel has MADV_POPULATE_WRITE, which commits a shared page or fails with an
+// error (EFAULT where a store would raise SIGBUS: /dev/shm full). Without it a claimer could
+// only touch its ring's pages, and a store to a page tmpfs cannot supply kills the traced
+// program, so the creator reserves every page instead (EINVAL: not known to this kernel).
+bool populate_write_supported() {
+  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  const bool ok = ::madvise(p, 4096, MADV_POPULATE_WRITE) == 0 || errno != EINVAL;
+  ::munmap(p, 4096);
+  return ok;
+}
+
 int boost_errno(const bip::interprocess_exception& e) {
   // Boost keeps the native error of the failing call; fall back to the error class.
   if (e.get_native_error() != 0) return e.get_native_error();
@@ -111,10 +127,17 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
                 EINVAL, name);
   const uint32_t capacity = round_up_pow2(options.ring_capacity);
   const uint64_t bytes = segment_bytes(options.ring_count, capacity);
+  // What is committed now: everything before the slots. A ring's slots are committed by the
+  // thread that claims it (claim_ring), unless this kernel cannot do that gracefully.
+  const bool lazy = populate_write_supported();
+  const uint64_t eager_bytes = lazy ? slots_offset(options.ring_count) : bytes;
 
   // /dev/shm is memory: a segment larger than its free space would be created (ftruncate
   // only sets a size) and then die of SIGBUS at the first page the kernel cannot supply, while
-  // every page is written below. Refuse it here, naming both sizes.
+  // the pages are written below. Refuse it here, naming both sizes. The whole size, though
+  // only the tables are committed now: a segment whose every ring could be claimed has room
+  // for them when it starts (what others take from /dev/shm later makes a claim fail, which
+  // the claimer survives).
   struct statvfs fs {};
   if (::statvfs("/dev/shm", &fs) == 0) {
     const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
@@ -140,10 +163,10 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
       // Reserve every page now (tmpfs supports it): space taken since the check above is an
       // ENOSPC here, never a SIGBUS in the writes below.
       const int err = ::posix_fallocate(shm.get_mapping_handle().handle, 0,
-                                        static_cast<off_t>(bytes));
+                                        static_cast<off_t>(eager_bytes));
       if (err != 0 && err != EOPNOTSUPP && err != EINVAL)
         throw Error(err == ENOSPC ? ErrorCode::kNoSpace : ErrorCode::kSystem,
-                    "cannot reserve " + std::to_string(bytes >> 20) + " MiB for segment '" +
+                    "cannot reserve " + std::to_string(eager_bytes >> 20) + " MiB for segment '" +
                         name + "': " + std::strerror(err),
                     err, name);
       region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
@@ -167,9 +190,10 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   SPANRING_TEST_POINT("segment_creator_pid");
   h->creator_start_time = process_start_time(h->creator_pid);
   SPANRING_TEST_POINT("segment_initialising");
-  // Write every page once here, in the drainer, so the kernel has allocated them all before any
-  // producer records; ftruncate'd shm pages are zero, and zero reads as "ring free".
-  std::memset(base + kSegmentHeaderBytes, 0, bytes - kSegmentHeaderBytes);
+  // Write every eager page once here, in the drainer, so the kernel has allocated them before
+  // any producer records; ftruncate'd shm pages are zero, and zero reads as "ring free". Slot
+  // pages left to their claimers read as zero too when they are first touched.
+  std::memset(base + kSegmentHeaderBytes, 0, eager_bytes - kSegmentHeaderBytes);
 
   h->layout_version = kLayoutVersion;
   h->header_bytes = kSegmentHeaderBytes;

@@ -17,7 +17,12 @@ namespace spanring {
 // Sizes fixed at creation. No allocation in shared memory happens after it.
 struct SegmentOptions {
   uint32_t ring_count = 256;      // rings = threads that can trace at once, across all processes
-  uint32_t ring_capacity = 4096;  // slots (64 bytes each) per ring; rounded up to a power of two
+  // Slots (64 bytes each) per ring; rounded up to a power of two. 32,768 slots (2 MiB): a burst
+  // of 20,000 one-slot spans from one thread (~1.2 ms flat out here) fits whole while an idle
+  // drainer sleeps (up to 20 ms between polls). A ring's slot pages are committed only when a
+  // thread claims it (create() reserves the header, ring table, journal and strings only), so
+  // rings no thread ever claimed cost address space, not memory.
+  uint32_t ring_capacity = 32768;
 };
 
 // A mapping of one segment in this process. Movable, not copyable. The destructor unmaps; it
@@ -25,12 +30,18 @@ struct SegmentOptions {
 class Segment {
  public:
   // Creates the named segment with mode 0600 (whatever the umask), sizes it, writes every page
-  // once (a first store to a fresh shared page costs microseconds; no producer should pay it on
-  // a record), initialises the header and publishes it.
+  // before the slots once (a first store to a fresh shared page costs microseconds; no producer
+  // should pay it on a record), initialises the header and publishes it. The slot pages are left
+  // uncommitted: the thread that claims a ring commits that ring's pages at its claim
+  // (MADV_POPULATE_WRITE, which fails with an error where a store would raise SIGBUS), so the
+  // memory a segment takes is its tables plus one ring per thread that ever traced in it. A
+  // kernel without MADV_POPULATE_WRITE (before 5.14) gets every page reserved here, as before.
   // Throws Error: the name exists (EEXIST; never reinitialised or resized), options out of range
-  // (EINVAL), the segment is larger than /dev/shm's free space or its pages cannot be reserved
-  // (ErrorCode::kNoSpace, ENOSPC; checked before anything is created, then every page is
-  // reserved with posix_fallocate, so a full /dev/shm is an error, never a SIGBUS), or the
+  // (EINVAL), the segment is larger than /dev/shm's free space or the pages written here cannot
+  // be reserved (ErrorCode::kNoSpace, ENOSPC; checked before anything is created, then those
+  // pages are reserved with posix_fallocate, so a full /dev/shm is an error, never a SIGBUS; a
+  // ring whose pages cannot be committed later is not claimed and its thread's records count
+  // as no_ring drops), or the
   // system refused (errno as reported). Nothing is left behind when it throws.
   static Segment create(const std::string& name, const SegmentOptions& options);
 
