@@ -64,7 +64,7 @@ __attribute__((noinline)) void batch_emit(uint64_t& n) {
 
 struct Options {
   std::string threads = "1,16";
-  int rounds = 6;
+  int rounds = 10;
   int batches = 200;
   int64_t pause_us = 200;
   int settle_ms = 100;

@@ -45,7 +45,9 @@ void corrupt_one_ring(const std::string& mode, Expect expect, const std::string&
   const std::string err = tmp.file("run.err");
   ReportMap rep(tmp.file("report.bin"));
 
-  BackgroundDrainer drainer({{spanring, "run", "--ring-records", "4096", "-o", out, "--", emitter, "--threads",
+  // 4,096-slot rings: a healthy thread's kAfterAttack records overrun its ring unless drained.
+  BackgroundDrainer drainer({{spanring, "run", "--ring-records", "4096", "-o", out, "--",
+                              emitter, "--threads",
                               std::to_string(kThreads), "--victim", std::to_string(kVictimRecords),
                               "--report", rep.path(), "--out", json, "--until-stop", "1",
                               "--pace-us", "100", "--pace-every", "4"},

@@ -228,7 +228,8 @@ TEST_CASE("snapshots by SIGUSR1, by spanring snapshot and at exit hold the newes
   ReportMap report(tmp.file("report"));
   const std::string err = tmp.file("run.err");
   SpawnOptions o;
-  o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--snapshot-at-exit", "--rings", "8", "--ring-records", "4096",
+  o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--snapshot-at-exit", "--rings", "8",
+            "--ring-records", "4096",
             "-o", tmp.file("fr.sptrace"), "--"};
   for (const auto& a : emitter_argv(report, tmp.file("emitted.json"))) o.argv.push_back(a);
   o.stderr_path = err;
@@ -282,7 +283,8 @@ TEST_CASE("the command killed by a signal gets a snapshot that ends with its las
   ReportMap report(tmp.file("report"));
   const std::string err = tmp.file("run.err");
   SpawnOptions o;
-  o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8", "--ring-records", "4096", "--"};
+  o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8",
+            "--ring-records", "4096", "--"};
   for (const auto& a : emitter_argv(report, tmp.file("emitted.json"))) o.argv.push_back(a);
   o.stderr_path = err;
   // Default names: spanring-<drainer pid>.snap-<n>.sptrace in the drainer's directory (ours).
@@ -324,7 +326,8 @@ TEST_CASE("a command killed with spans open gets a snapshot that lists them as u
   // dying_emitter --child open: a few spans, then two nested spans open and SIGKILL.
   TempDir tmp;
   const auto r = spanring_test::run_process(
-      {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8", "--ring-records", "4096", "-o",
+      {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8",
+       "--ring-records", "4096", "-o",
        tmp.file("die.sptrace"), "--", spanring_test::exe_from_env("FAULT_DYING_EMITTER"), "--out",
        tmp.file("die.jsonl"), "--child", "open", "--index", "0"});
   CHECK_MESSAGE(r.term_signal == 0, r.describe());
@@ -350,7 +353,8 @@ TEST_CASE("with io_uring blocked, snapshots are written with write(2) and hold e
   const std::string json = tmp.file("emitted.json");
   const auto r = spanring_test::run_process(
       {spanring_test::exe_from_env("NO_URING_EXEC"), spanring_exe(), "run", "--flight-recorder",
-       "1M", "--snapshot-at-exit", "--rings", "8", "--ring-records", "4096", "-o", tmp.file("fr"), "--",
+       "1M", "--snapshot-at-exit", "--rings", "8",
+       "--ring-records", "4096", "-o", tmp.file("fr"), "--",
        spanring_test::exe_from_env("FAULT_EMITTER"), "--threads", "2", "--count", "3000",
        "--pace-us", "20", "--pace-every", "32", "--out", json});
   if (r.exit_code == 77 && r.err.find("no_uring_exec:") != std::string::npos) {
@@ -392,7 +396,8 @@ TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
   SUBCASE("a drainer that writes a trace file") {
     ReportMap report(tmp.file("report"));
     SpawnOptions o;
-    o.argv = {spanring_exe(), "run", "--rings", "8", "--ring-records", "4096", "-o", tmp.file("plain.strace"), "--",
+    o.argv = {spanring_exe(), "run", "--rings", "8",
+              "--ring-records", "4096", "-o", tmp.file("plain.strace"), "--",
               spanring_test::exe_from_env("FAULT_EMITTER"), "--threads", "1", "--report",
               report.path(), "--until-stop", "1", "--pace-us", "100"};
     o.stderr_path = tmp.file("run.err");
@@ -419,7 +424,8 @@ TEST_CASE("spanring snapshot fails clearly where there is no flight recorder") {
   SUBCASE("a segment whose drainer was killed") {
     ReportMap report(tmp.file("report"));
     SpawnOptions o;
-    o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8", "--ring-records", "4096", "-o",
+    o.argv = {spanring_exe(), "run", "--flight-recorder", "1M", "--rings", "8",
+              "--ring-records", "4096", "-o",
               tmp.file("fr.sptrace"), "--", spanring_test::exe_from_env("FAULT_EMITTER"),
               "--threads", "1", "--report", report.path(), "--until-stop", "1", "--pace-us",
               "100"};
