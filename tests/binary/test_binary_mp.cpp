@@ -47,8 +47,11 @@ struct DemoRun {
   std::string text = tmp.file("demo.strace");
   std::string expect = tmp.file("expect.json");
   // spanring_run, not run_traced: the run is made once for all the tests below, and
-  // demo_run() checks it in each of them.
-  RunResult run = spanring_run(binary, {"--format", "binary", "--also-strace", text},
+  // demo_run() checks it in each of them. 4,096-slot rings: the drainer sends a buffer once a
+  // quarter of a ring waits on it, which cuts the demo's trace into the several blocks the
+  // tests below take apart (a default ring's quarter is more than the whole demo).
+  RunResult run = spanring_run(binary, {"--format", "binary", "--also-strace", text,
+                                        "--ring-records", "4096"},
                                {demo, "--expect", expect}, 40);
   std::optional<Summary> summary = parse_summary(run.err);
 };
