@@ -4,6 +4,7 @@
 #include "tools/cli_util.h"
 
 #include <spanring/error.h>
+#include <spanring/segment_layout.h>
 
 #include <unistd.h>
 
@@ -46,7 +47,9 @@ void print_summary(const Drainer& d, const std::string& out, bool ok,
     const char* advice;
   } kAdvice[] = {
       {DropReason::kRingFull, "a thread's ring was full: raise --ring-records"},
-      {DropReason::kNoRing, "every ring was taken: raise --rings"},
+      {DropReason::kNoRing,
+       "a thread got no ring (every ring was taken, or /dev/shm had no room to commit one): "
+       "raise --rings, or give /dev/shm more room"},
       {DropReason::kInvalid, "the caller passed an empty name or a negative ts, dur or depth"},
       {DropReason::kCorrupt,
        "unreadable records: in rings quarantined as corrupt, or naming a string-table entry "
@@ -139,7 +142,23 @@ std::optional<Segment> create_segment_or_say(const std::string& name, const Segm
                                              const std::vector<std::string>& cmd,
                                              const char* lost_what) {
   try {
-    return Segment::create(name, opts);
+    std::optional<Segment> segment = Segment::create(name, opts);
+    // A ring's pages are committed when a thread claims it: a /dev/shm that holds fewer rings
+    // than the segment has still traces, but not every thread. Said now, not found later in
+    // the drop counts.
+    const uint64_t fit = Segment::rings_that_fit(segment->ring_capacity());
+    if (fit < segment->ring_count())
+      std::fprintf(stderr,
+                   "spanring: warning: /dev/shm has room for %llu of the segment's %u rings "
+                   "(%u slots, %llu KiB each): at most %llu threads trace at once, the records "
+                   "of any other are counted as no_ring drops (--ring-records or --rings "
+                   "make rings smaller or fewer)\n",
+                   static_cast<unsigned long long>(fit), segment->ring_count(),
+                   segment->ring_capacity(),
+                   static_cast<unsigned long long>(uint64_t{segment->ring_capacity()} *
+                                                   kSlotBytes / 1024),
+                   static_cast<unsigned long long>(fit));
+    return segment;
   } catch (const Error& e) {
     // Never stop the workload for the tracer's sake, unless asked to.
     if (require_tracing) throw;

@@ -52,6 +52,14 @@ bool populate_write_supported() {
   return ok;
 }
 
+// /dev/shm's free bytes (for an unprivileged user: f_bavail), or UINT64_MAX where statvfs
+// cannot tell (then nothing is refused for want of room: posix_fallocate still is the check).
+uint64_t shm_free_bytes() {
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return UINT64_MAX;
+  return uint64_t{fs.f_bavail} * fs.f_frsize;
+}
+
 int boost_errno(const bip::interprocess_exception& e) {
   // Boost keeps the native error of the failing call; fall back to the error class.
   if (e.get_native_error() != 0) return e.get_native_error();
@@ -118,6 +126,12 @@ void Segment::leak() noexcept {
   delete region;  // moved from: its destructor unmaps nothing
 }
 
+uint64_t Segment::rings_that_fit(uint32_t ring_capacity) {
+  const uint64_t free_bytes = shm_free_bytes();
+  if (free_bytes == UINT64_MAX) return UINT64_MAX;
+  return free_bytes / (uint64_t{round_up_pow2(ring_capacity)} * kSlotBytes);
+}
+
 Segment Segment::create(const std::string& name, const SegmentOptions& options) {
   if (options.ring_count == 0 || options.ring_count > kMaxRingCount)
     throw Error("ring count must be 1.." + std::to_string(kMaxRingCount), EINVAL, name);
@@ -134,22 +148,25 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
 
   // /dev/shm is memory: a segment larger than its free space would be created (ftruncate
   // only sets a size) and then die of SIGBUS at the first page the kernel cannot supply, while
-  // the pages are written below. Refuse it here, naming both sizes. The whole size, though
-  // only the tables are committed now: a segment whose every ring could be claimed has room
-  // for them when it starts (what others take from /dev/shm later makes a claim fail, which
-  // the claimer survives).
-  struct statvfs fs {};
-  if (::statvfs("/dev/shm", &fs) == 0) {
-    const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
-    if (bytes > free_bytes)
-      throw Error(ErrorCode::kNoSpace,
-                  "segment '" + name + "' would take " + std::to_string(bytes >> 20) +
-                      " MiB (" + std::to_string(options.ring_count) + " rings of " +
-                      std::to_string(capacity) + " slots), /dev/shm has " +
-                      std::to_string(free_bytes >> 20) +
-                      " MiB free; use fewer rings or slots per ring",
-                  ENOSPC, name);
-  }
+  // the pages are written below. Refuse it here, naming both sizes. What must fit is what is
+  // committed now plus one ring, so that at least one thread can trace: a ring whose pages
+  // cannot be committed later is not claimed and its thread's records are no_ring drops, which
+  // the claimer survives (and the command line warns when not every ring fits,
+  // rings_that_fit()). Without lazy commits the whole segment is reserved now, so it must fit.
+  const uint64_t ring_bytes = uint64_t{capacity} * kSlotBytes;
+  const uint64_t needed_bytes = lazy ? eager_bytes + ring_bytes : bytes;
+  const uint64_t free_bytes = shm_free_bytes();
+  if (needed_bytes > free_bytes)
+    throw Error(ErrorCode::kNoSpace,
+                "segment '" + name + "' needs " + std::to_string(needed_bytes >> 20) +
+                    " MiB (" + (lazy ? "its tables and one ring of " + std::to_string(capacity) +
+                                           " slots; " + std::to_string(options.ring_count) +
+                                           " rings take " + std::to_string(bytes >> 20) + " MiB"
+                                     : std::to_string(options.ring_count) + " rings of " +
+                                           std::to_string(capacity) + " slots") +
+                    "), /dev/shm has " + std::to_string(free_bytes >> 20) +
+                    " MiB free; use fewer rings or slots per ring",
+                ENOSPC, name);
 
   bip::permissions perm;
   perm.set_permissions(0600);  // Boost fchmod()s after shm_open, so the umask cannot widen it

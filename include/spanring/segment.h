@@ -37,13 +37,19 @@ class Segment {
   // memory a segment takes is its tables plus one ring per thread that ever traced in it. A
   // kernel without MADV_POPULATE_WRITE (before 5.14) gets every page reserved here, as before.
   // Throws Error: the name exists (EEXIST; never reinitialised or resized), options out of range
-  // (EINVAL), the segment is larger than /dev/shm's free space or the pages written here cannot
-  // be reserved (ErrorCode::kNoSpace, ENOSPC; checked before anything is created, then those
+  // (EINVAL), /dev/shm's free space cannot hold the tables and one ring (or, without lazy
+  // commits, the whole segment) or the pages written here cannot be reserved (ErrorCode::kNoSpace, ENOSPC; checked before anything is created, then those
   // pages are reserved with posix_fallocate, so a full /dev/shm is an error, never a SIGBUS; a
   // ring whose pages cannot be committed later is not claimed and its thread's records count
   // as no_ring drops), or the
   // system refused (errno as reported). Nothing is left behind when it throws.
   static Segment create(const std::string& name, const SegmentOptions& options);
+
+  // How many rings of `ring_capacity` slots (rounded up to a power of two, as create() does)
+  // /dev/shm's free space can commit now, or UINT64_MAX when statvfs cannot read it. After
+  // create(), fewer than the segment's ring count means the threads past that many get no ring
+  // (their records are no_ring drops): the command line warns. Any thread, any time.
+  static uint64_t rings_that_fit(uint32_t ring_capacity);
 
   // Opens an existing, initialised segment read-write and checks its header against this build:
   // magic, layout version, slot and header sizes, and that the object is as large as the header
