@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 using namespace fault_test;
 
@@ -103,6 +104,43 @@ TEST_CASE("a /dev/shm without room for the tables and one ring refuses the segme
   }
   struct stat st {};
   CHECK(::stat(("/dev/shm/" + name).c_str(), &st) != 0);
+}
+
+TEST_CASE("a /dev/shm without room for one ring: the command runs untraced, or with --require-tracing never starts") {
+  mount_small_shm();
+  // One ring of 2^20 slots is 64 MiB, more than the whole 8 MiB /dev/shm (a segment that did
+  // not fit used to die of SIGBUS while its pages were written).
+  const std::vector<std::string> huge = {"--rings", "4", "--ring-records", "1048576"};
+  TempDir tmp;
+  const std::string marker = tmp.file("started");
+  const std::vector<std::string> cmd = {"/bin/sh", "-c", "touch " + marker + "; exit 3"};
+  struct stat st {};
+  {
+    // Never stop the workload: it runs without SPANRING_SEGMENT, its status passed on.
+    const spanring_test::RunResult r = spanring_test::spanring_run(tmp.file("out.strace"), huge, cmd, 40);
+    INFO("spanring run: ", r.describe());
+    CHECK(r.exit_code == 3);
+    CHECK(r.term_signal == 0);  // never SIGBUS
+    CHECK(::stat(marker.c_str(), &st) == 0);
+    const std::string want = "/dev/shm has ";
+    CHECK(r.err.rfind("spanring: cannot trace: ", 0) == 0);
+    CHECK(r.err.find(want) != std::string::npos);
+    CHECK(r.err.find("running /bin/sh untraced") != std::string::npos);
+    size_t lines = 0;
+    for (const char c : r.err) lines += c == '\n' ? 1 : 0;
+    CHECK(lines == 1);
+  }
+  ::unlink(marker.c_str());
+  {
+    std::vector<std::string> opts = huge;
+    opts.push_back("--require-tracing");
+    const spanring_test::RunResult r = spanring_test::spanring_run(tmp.file("out2.strace"), opts, cmd, 40);
+    INFO("spanring run --require-tracing: ", r.describe());
+    CHECK(r.exit_code == 2);
+    CHECK(r.term_signal == 0);
+    CHECK(r.err.find("/dev/shm has ") != std::string::npos);
+    CHECK_MESSAGE(::stat(marker.c_str(), &st) != 0, "the command ran");
+  }
 }
 
 }  // TEST_SUITE
