@@ -23,6 +23,11 @@
 #include <cstring>
 #include <mutex>
 
+extern "C" {
+__attribute__((tls_model("initial-exec"), visibility("protected"))) __thread uint32_t
+    spanring_vfork_child = 0;
+}
+
 namespace spanring {
 
 namespace detail {
@@ -31,6 +36,11 @@ std::atomic<uint32_t> g_attach_generation{0};
 // No string table: no name or key has an id, so every span goes through begin() and the text
 // attributes, as today's runtimes trace.
 uint16_t string_id_slow(ModuleStrings&, const char*, uint32_t) noexcept { return 0; }
+// What span.h's inline record path reads: no thread ever has a state here, so it always calls
+// begin() and end().
+__attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
+    nullptr;
+void flush_reentrant(ThreadState&) noexcept {}
 }  // namespace detail
 
 namespace {
@@ -39,13 +49,13 @@ int g_fd = -1;
 uint32_t g_pid = 0;
 std::mutex g_mutex;  // the logger's lock: one line at a time into the file
 
-struct ThreadState {
+struct LoggerThread {
   uint32_t tid = 0;  // 0 until the thread's first line
   uint64_t inv = 0;
   uint64_t hid = 0;
   uint32_t depth = 0;
 };
-thread_local ThreadState t_state;
+thread_local LoggerThread t_state;
 
 int64_t clock_ns() noexcept {
   timespec ts;
@@ -76,7 +86,7 @@ bool write_line(const char* name, uint64_t inv, uint64_t hid, int64_t depth, int
                 int64_t dur, const char* attrs, size_t attrs_len) noexcept {
   // The spec's consumers drop these silently; the old path never wrote them either.
   if (name == nullptr || name[0] == '\0' || ts < 0 || dur < 0 || depth < 0) return false;
-  ThreadState& t = t_state;
+  LoggerThread& t = t_state;
   if (t.tid == 0) t.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   char line[bench::kStraceLineMax];
   const size_t len = bench::format_strace_line(
@@ -103,7 +113,7 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
 // emit() is inline in span.h: it checks enabled() and calls one of these.
 namespace detail {
 bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
-  const ThreadState& t = t_state;
+  const LoggerThread& t = t_state;
   return write_line(name, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs,
                     attrs ? strnlen(attrs, kAttrsRawMax) : 0);
 }
@@ -114,7 +124,7 @@ bool emit_literal(const char* name, uint32_t, uint16_t, const char* attrs, uint3
 }  // namespace detail
 
 Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
-  ThreadState& t = t_state;
+  LoggerThread& t = t_state;
   saved_inv_ = t.inv;
   saved_hid_ = t.hid;
   t.inv = inv;
@@ -122,18 +132,19 @@ Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
 }
 
 Invocation::~Invocation() {
-  ThreadState& t = t_state;
+  LoggerThread& t = t_state;
   t.inv = saved_inv_;
   t.hid = saved_hid_;
 }
 
 void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*) noexcept {
-  ThreadState& t = t_state;
+  LoggerThread& t = t_state;
   name_ = name != nullptr ? name : "";
   packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
   count_ = kSpilled;  // nothing is kept compact: a literal key's integer comes to add_number
   strings_ = nullptr;
   tsc_ = false;
+  inline_ = 0;  // never ends inline (finish): end() writes the line
   depth_ = t.depth++;
   inv_ = t.inv;
   hid_ = t.hid;
@@ -141,8 +152,9 @@ void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*) noe
   start_ = clock_ns();
 }
 
-void Span::end() noexcept {
-  const int64_t end_ns = clock_ns();
+void Span::end() noexcept { end_at(clock_ns()); }
+
+void Span::end_at(int64_t end_ns) noexcept {
   t_state.depth -= 1;
   write_line(name_, inv_, hid_, depth_, start_, end_ns - start_, attrs_, attrs_len_);
 }

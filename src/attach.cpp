@@ -21,8 +21,11 @@
 #include <cstring>
 #include <type_traits>
 
+// Protected: exported for the callers' inline record path (thread_state.h), but this copy's own
+// references (and those of code linked with libspanring.a into the same module) bind to this
+// copy's variable, never to another copy of the library loaded in the process.
 extern "C" {
-__attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
+__attribute__((tls_model("initial-exec"), visibility("protected"))) __thread uint32_t
     spanring_vfork_child = 0;
 }
 
@@ -34,7 +37,10 @@ std::atomic<uint32_t> g_attach_generation{0};
 }  // namespace detail
 
 ProcessState g_process;
-constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_self = nullptr;
+namespace detail {
+__attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
+    nullptr;
+}  // namespace detail
 
 namespace {
 
@@ -145,6 +151,7 @@ void on_fork_child() noexcept {
   if (t_self == nullptr) return;
   ThreadState& t = *t_self;
   t.ring.detach();
+  t.ready = 0;
   t.no_ring_wait = 0;
   t.busy = 0;
   t.reentrant_drops.store(0, std::memory_order_relaxed);
@@ -232,6 +239,7 @@ void release_state(void* state) noexcept {
   ThreadState& t = *static_cast<ThreadState*>(state);
   if (RingHeader* ring = t.ring.shared(); ring != nullptr) {
     t.ring.detach();
+    t.ready = 0;
     // release: every record this thread published (head) happens-before the drainer's acquire
     // of state == kRingReleased.
     ring->state.store(kRingReleased, std::memory_order_release);
@@ -325,6 +333,13 @@ bool claim_ring(ThreadState& t) noexcept {
     t.ring.attach(&r, slots, p.ring_capacity);
     // release: the owner fields above are visible to the drainer's acquire of kRingActive.
     r.state.store(kRingActive, std::memory_order_release);
+    // The inline record path (span.h) writes from now on, when it times with the counter.
+    t.ready = p.use_tsc ? 1 : 0;
+    // relaxed: as for the ring's flag above.
+    t.early_ns =
+        std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0
+            ? p.anchor_mono_ns
+            : 0;
     return true;
   }
   return false;

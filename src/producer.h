@@ -10,24 +10,15 @@
 
 #include "src/ring.h"
 
+#include <spanring/thread_state.h>
+
 #include <spanring/segment_layout.h>
 
 #include <pthread.h>
 #include <time.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include <atomic>
 #include <cstdint>
-
-// Set to 1 by the vfork wrapper (vfork_x86_64.S) before the vfork syscall and back to 0 in the
-// parent when it resumes. A vfork child shares its parent's memory, TLS included: while this is
-// set, records are dropped (counted as vfork_drops) instead of going to the parent's ring.
-extern "C" {
-extern __attribute__((tls_model("initial-exec"), visibility("hidden"))) __thread uint32_t
-    spanring_vfork_child;
-}
 
 namespace spanring {
 
@@ -54,52 +45,11 @@ struct ProcessState {
 };
 extern ProcessState g_process;
 
-// A thread's memo of the key ids of one span shape (span.cpp, Span::end): the last keys a span
-// of name ids = slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last one
-// resolves its keys with pointer compares instead of one lookup per key. `serial` is the
-// ModuleStrings::serial of the table the ids came from: a module loaded at an unloaded one's
-// address has a table with another serial, so its keys never match the old module's memo.
-namespace detail {
-struct KeyMemo {
-  const char* keys[kCompactAttrs];  // the literal keys, in order
-  uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
-  uint32_t count;                   // keys in use; 0: empty
-  uint32_t serial;                  // the table's serial when filled (never 0 once filled)
-};
-}  // namespace detail
-inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread, on the heap
-
-// Per-thread producer state. It lives on the heap (a private anonymous mapping, taken from
-// g_states' pool) and is reached through one initial-exec TLS pointer, t_self: libspanring's
-// static TLS is that pointer and spanring_vfork_child (<= 16 bytes), because static TLS is a
-// small budget every dlopen'ed library shares (about 1.7 KB in a fresh glibc 2.36 process):
-// a 1 KB block here made dlopen of a plugin fail once others had used part of it. Initial-exec
-// rather than general-dynamic: a fixed offset from the thread pointer, so the hot path never
-// calls __tls_get_addr (which may allocate on a thread's first access, and is not
-// async-signal-safe).
-struct ThreadState {
-  RingWriter ring;        // this thread's ring; detached until its first record claims one
-  uint64_t inv;           // current invocation (Invocation scope)
-  uint64_t hid;           // current callable hash
-  uint32_t depth;         // Spans open on this thread
-  uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
-  uint32_t busy;          // inside write_record: a signal handler's record must not interleave
-  std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
-  uint32_t stash_count;   // open spans copied at fork (prepare handler), for the child's ring
-  OpenSpan stash[kOpenSpanMax];
-  // set_thread_name(): the name the next ring this thread claims carries instead of the
-  // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
-  uint32_t name_set;
-  char name[sizeof(RingHeader::thread_name)];
-  detail::KeyMemo key_memo[kKeyMemoSlots];
-  // The pool (attach.cpp): every state this copy of the library mapped, linked once, never
-  // unlinked; in_use 0 once its thread exited (the next new thread takes it again).
-  ThreadState* next_state;
-  std::atomic<uint32_t> in_use;
-};
-// The calling thread's state; null until its first need (thread_state()). constinit: no TLS
-// wrapper call. A forked child inherits the pointer and the (copied) mapping.
-extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_self;
+// The thread's state and its TLS pointer (include/spanring/thread_state.h).
+using detail::ThreadState;
+using detail::t_self;
+using detail::kKeyMemoSlots;
+using detail::read_tsc;
 
 // The calling thread's state: t_self, or a state taken from the pool (or mapped: one mmap) on
 // the thread's first need; null when no state can be mapped (the caller drops and counts).
@@ -124,25 +74,7 @@ bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int
 
 // ---- clock_anchor.cpp
 
-// The cycle counter Spans are timed with ("TSC" throughout: kRecordTsc, anchor_tsc). x86-64:
-// the TSC (rdtsc). aarch64: the generic timer's virtual count, cntvct_el0, a constant-rate
-// counter the architecture requires on every ARMv8 CPU (frequency in cntfrq_el0, typically
-// 24 MHz to 1 GHz), the one the kernel's vDSO reads for CLOCK_MONOTONIC. Like rdtsc it is not
-// ordered with the instructions around it (no isb: the span's cost stays one read; a read a few
-// instructions early or late is below the counter's resolution on most parts). The drainer
-// (drain/tsc_clock.cpp) measures ticks per ns from (counter, CLOCK_MONOTONIC) pairs on either.
-inline uint64_t read_tsc() noexcept {
-#if defined(__x86_64__)
-  return __rdtsc();
-#elif defined(__aarch64__)
-  uint64_t ticks;
-  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
-  return ticks;
-#else
-  return 0;
-#endif
-}
-
+// read_tsc(): the counter Spans are timed with (thread_state.h).
 int64_t clock_ns(clockid_t id) noexcept;
 
 // Reads the process' clock anchor into `p` (anchor_mono_ns, anchor_wall_ns, anchor_tsc) and

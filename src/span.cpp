@@ -111,14 +111,21 @@ __attribute__((noinline, cold)) void lower_anchor(const char* attrs,
   // relaxed: the record's release of head orders the ring's flag for the drainer.
   std::atomic_ref(g_process.anchor_origin).store(1, std::memory_order_relaxed);
   if (t_self == nullptr) return;  // no ring yet: claim_ring copies the process' flag
-  if (RingHeader* r = t_self->ring.shared()) r->anchor_origin.store(1, std::memory_order_relaxed);
+  if (RingHeader* r = t_self->ring.shared()) {
+    r->anchor_origin.store(1, std::memory_order_relaxed);
+    t_self->early_ns = 0;  // the inline emit no longer needs to ask (span.h)
+  }
 }
 
 // Whether an explicit record starting at ts_ns must move the anchor (see lower_anchor).
 inline bool before_anchor(int64_t ts_ns) noexcept {
   // relaxed: a flag this process only ever sets; a stale 0 costs one redundant store.
-  return __builtin_expect(ts_ns >= 0, 1) && static_cast<uint64_t>(ts_ns) < g_process.anchor_mono_ns &&
-         std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0;
+  if (__builtin_expect(ts_ns < 0 || static_cast<uint64_t>(ts_ns) >= g_process.anchor_mono_ns, 1))
+    return false;
+  if (std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0) return true;
+  // Another thread announced the anchor: this thread's inline emit need not ask again.
+  if (t_self != nullptr) t_self->early_ns = 0;
+  return false;
 }
 
 inline uint32_t bounded_len(const char* s, uint32_t max) noexcept {
@@ -145,9 +152,31 @@ __attribute__((always_inline)) inline bool emit_checked(
 bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                 int64_t dur_ns, const char* attrs) noexcept {
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
+  const uint32_t name_len = bounded_len(name, kNameRawMax);
+  // The common case first, with one test per condition: a valid record (a name, nothing
+  // negative), a thread with a ring, not busy, not a vfork child, ts not before what its ring
+  // announced (early_ns: then before_anchor is false too). Everything else below.
+  ThreadState* const t = t_self;
+  if (__builtin_expect(t != nullptr && t->ring.shared() != nullptr && name_len != 0 &&
+                           (ts_ns | dur_ns | depth) >= 0 &&
+                           static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                           (t->busy | spanring_vfork_child) == 0,
+                       1)) {
+    t->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
+    const bool stored =
+        t->ring.write(name, name_len, attrs, attrs_len, static_cast<uint64_t>(ts_ns),
+                      static_cast<uint64_t>(dur_ns), inv, hid, static_cast<uint32_t>(depth), 0);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t->busy = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // relaxed: the counter is this thread's; the atomic only guards against its handlers.
+    if (__builtin_expect(t->reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
+      detail::flush_reentrant(*t);
+    return stored;
+  }
   if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
-  return emit_checked(name, bounded_len(name, kNameRawMax), inv, hid, depth, ts_ns, dur_ns, attrs,
-                      attrs_len);
+  return emit_checked(name, name_len, inv, hid, depth, ts_ns, dur_ns, attrs, attrs_len);
 }
 
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
@@ -157,6 +186,22 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
 }
 
 namespace detail {
+
+void flush_reentrant(ThreadState& t) noexcept {
+  // The marker is written while busy; a handler that runs between the last check and busy = 0
+  // is caught by the check after it. relaxed: the counter is thread-local; the atomic only
+  // guards against our own handlers.
+  for (;;) {
+    t.busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
+      t.ring.write_reentrant_marker(t.reentrant_drops.exchange(0, std::memory_order_relaxed));
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    t.busy = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) == 0, 1)) return;
+  }
+}
 
 uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexcept {
   // acquire: pairs with attach's release of the generation (with the segment's geometry).
@@ -274,6 +319,7 @@ void Span::begin(const char* name, size_t name_len, uint16_t name_id,
     name_len = strnlen(name, kNameRawMax);
   }
   name_ = name;
+  inline_ = 0;  // ends through end(): its fields are not those finish() assumes
   name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
   name_id_ = name_id;
   strings_ = name_id != 0 ? strings : nullptr;
@@ -361,8 +407,9 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
   return true;
 }
 
-void Span::end() noexcept {
-  const int64_t end = tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns();
+void Span::end() noexcept { end_at(tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns()); }
+
+void Span::end_at(int64_t end) noexcept {
   // begin() found or made the state, and t_self keeps it until the thread's key destructor
   // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
   // a signal handler's Span begins and ends inside the handler.

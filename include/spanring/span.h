@@ -18,6 +18,13 @@
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
 //
+// Inlined into the caller: a Span with a literal name (and literal integer keys) and emit() with
+// literal strings write their one-slot record in the caller's code, through one TLS pointer to
+// the thread's state (thread_state.h); the thread's first record, a full ring, a string not yet
+// interned and anything not compact call into the library. A program built against these
+// headers therefore compiles in ThreadState's and RingWriter's layout: libspanring's soname
+// changes whenever they do (src/meson.build).
+//
 // Limits (from the [STRACE] format, shared/strace-format.md): a name is cut at 64 encoded bytes
 // and attributes at 192 encoded bytes, with the cut marked `~`. The producer copies at most 65
 // raw name bytes and 193 raw attribute bytes; encoding happens in the drainer.
@@ -25,6 +32,7 @@
 
 #include <spanring/packed_attrs.h>
 #include <spanring/segment_layout.h>
+#include <spanring/thread_state.h>
 
 #include <atomic>
 #include <charconv>
@@ -164,7 +172,6 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
 // none): the record is compact when both have ids (else as emit_text). Same contract as emit().
 bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
                   uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept;
-struct KeyMemo;  // the producer's per-thread memo of key ids (library internal)
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -217,21 +224,36 @@ class Span {
     // both vanish); begin() sets name_ itself.
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
-          __builtin_strlen(name) <= kStringMaxBytes)
-        begin(name, __builtin_strlen(name),
-              detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))),
-              &detail::g_module_strings);
-      else
+          __builtin_strlen(name) <= kStringMaxBytes) {
+        const uint16_t id =
+            detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name)));
+        detail::ThreadState* const t = detail::t_self;
+        // The common case, written here: an interned name, a thread whose ring is claimed and
+        // timed by the counter, a depth the open-span stack describes, not a vfork child.
+        // Anything else (the thread's first span, clock_gettime timing) is begin()'s.
+        if (__builtin_expect(id != 0 && t != nullptr && t->ready != 0 &&
+                                 t->depth < kOpenSpanMax && spanring_vfork_child == 0,
+                             1))
+          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id);
+        else
+          begin(name, __builtin_strlen(name), id, &detail::g_module_strings);
+      } else {
         begin(name,
               __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                            : kNameLenUnknown,
               0, nullptr);
+      }
     } else {
       name_ = nullptr;
     }
   }
-  ~Span() {
-    if (name_ != nullptr) end();
+  SPANRING_ALWAYS_INLINE ~Span() {
+    if (name_ != nullptr) {
+      if (inline_ != 0)
+        finish(static_cast<int64_t>(detail::read_tsc()));
+      else
+        end();
+    }
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
@@ -349,6 +371,95 @@ class Span {
   // strings: the table name_id came from (the caller's module's), null with no id.
   void begin(const char* name, size_t name_len, uint16_t name_id,
              detail::ModuleStrings* strings) noexcept;
+  // begin() for a literal name with id `name_id` in this module's table, on thread `t` whose
+  // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
+  // the span's fields, the counter read and the open-span note (ring->open[depth], then
+  // open_depth), which a drainer reports when this process is killed before the span ends.
+  SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
+                                           uint16_t name_len, uint16_t name_id) noexcept {
+    const uint32_t depth = t.depth;
+    t.depth = depth + 1;
+    const uint64_t inv = t.inv;
+    const uint64_t hid = t.hid;
+    name_ = name;
+    inv_ = inv;
+    hid_ = hid;
+    depth_ = depth;
+    name_len_ = name_len < kNameRawMax ? name_len : static_cast<uint16_t>(kNameRawMax);
+    name_id_ = name_id;
+    count_ = 0;
+    negative_ = 0;
+    tsc_ = true;
+    packed_ = true;
+    attrs_len_ = 0;
+    inline_ = 1;
+    strings_ = &detail::g_module_strings;
+    const uint64_t start = detail::read_tsc();
+    start_ = static_cast<int64_t>(start);
+    RingHeader* const ring = t.ring.shared();
+    OpenSpan& o = ring->open[depth];
+    o.ts_ns = start;
+    o.inv = inv;
+    o.hid = hid;
+    o.depth = depth;
+    o.name_len = 0;  // an interned name: its id, no bytes
+    o.flags = kOpenTsc;
+    o.name_id = name_id;
+    // relaxed: read by the drainer only once this process is dead.
+    ring->open_depth.store(depth + 1, std::memory_order_relaxed);
+  }
+  // The span, begun by begin_inline (inline_: an interned name, timed by the counter, depth
+  // below kOpenSpanMax), ends at counter value `end`: written here, as one CompactRecord, when
+  // it is still compact (literal keys whose ids the thread's memo holds for this name, 32-bit
+  // values, a duration below 2^32 ticks) and the thread may write inline (ready, not busy, not
+  // a vfork child, no drop since its last record). Else end_at().
+  SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
+    detail::ThreadState* const t = detail::t_self;
+    // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
+    const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
+    const uint32_t count = count_;
+    if (__builtin_expect(count != kSpilled && dur <= 0xffffffffu && t->ready != 0 &&
+                             (t->busy | spanring_vfork_child) == 0,
+                         1)) {
+      // busy from here: a signal handler's record meanwhile is dropped and counted
+      // (reentrant_drops, announced by release_busy), and the handler cannot change what is
+      // read below (the key memo, the ring's gap) while this thread reads it.
+      t->busy = 1;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      uint64_t keys = 0;
+      bool known = t->ring.compact_allowed();
+      if (count != 0) {
+        const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
+        // relaxed: the serial was set by this thread's or an earlier lookup in the table,
+        // ordered for this thread by the acquire of the name's word (string_id).
+        known &= memo.count == count &&
+                 memo.serial == strings_->serial.load(std::memory_order_relaxed);
+#pragma GCC unroll 4
+        for (uint32_t k = 0; k < kCompactAttrs; ++k)
+          if (k < count) known &= memo.keys[k] == keys_[k];
+        keys = memo.ids;
+      }
+      if (__builtin_expect(known, 1)) {
+        const uint32_t depth = depth_;
+        t->depth -= 1;
+        t->ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
+                              static_cast<uint32_t>(dur),
+                              static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
+                              static_cast<uint8_t>(depth),
+                              static_cast<uint8_t>(count | negative_ << 4));
+        detail::release_busy(*t);
+        // After the record is published (see end_at). relaxed: read by the drainer only once
+        // this process is dead.
+        t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);
+        return;
+      }
+      detail::release_busy(*t);
+    }
+    end_at(end);
+  }
+  // The span ends at `end` (counter ticks when tsc_, else ns): the record through the
+  // library's guarded write (ordinary or compact), the depth lowered.
+  void end_at(int64_t end) noexcept;
   void end() noexcept;
   void append(std::string_view text) noexcept;
   void append_int(std::string_view key, int64_t value) noexcept;
@@ -395,6 +506,7 @@ class Span {
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
   uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  uint8_t inline_;      // 1: begun by begin_inline, so it may end inline (finish)
   detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
@@ -409,15 +521,40 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
   if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
       __builtin_strlen(name) <= kStringMaxBytes && __builtin_constant_p(attrs == nullptr) &&
       (attrs == nullptr || (__builtin_constant_p(__builtin_strlen(attrs)) &&
-                            __builtin_strlen(attrs) <= kStringMaxBytes)))
-    return detail::emit_literal(
-        name, static_cast<uint32_t>(__builtin_strlen(name)),
-        detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name))), attrs,
-        attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs)),
-        attrs == nullptr || __builtin_strlen(attrs) == 0
-            ? uint16_t{0}
-            : detail::string_id(attrs, static_cast<uint32_t>(__builtin_strlen(attrs))),
-        ts_ns, dur_ns);
+                            __builtin_strlen(attrs) <= kStringMaxBytes))) {
+    const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
+    const uint32_t attrs_len = attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs));
+    const uint16_t name_id = detail::string_id(name, name_len);
+    const uint16_t attrs_id = attrs_len == 0 ? uint16_t{0} : detail::string_id(attrs, attrs_len);
+    detail::ThreadState* const t = detail::t_self;
+    // The common case, written here as one CompactRecord naming both strings: both interned, a
+    // thread whose ring is claimed, not busy, not a vfork child, no drop since its last record,
+    // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
+    // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
+    if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
+                             t->ready != 0 && t->busy == 0 && spanring_vfork_child == 0 &&
+                             ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                         1)) {
+      static constexpr uint32_t kNoValues[kCompactAttrs] = {};
+      // busy while the slot is written: a signal handler's record meanwhile is dropped and
+      // counted (reentrant_drops, announced by release_busy), and cannot drop one of ours
+      // between the gap's test and the write.
+      t->busy = 1;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (__builtin_expect(t->ring.compact_allowed(), 1)) {
+        const bool stored = t->ring.write_compact(
+            static_cast<uint64_t>(ts_ns), t->inv, t->hid, kNoValues,
+            static_cast<uint32_t>(dur_ns), kRecordCompact, name_id, attrs_id,
+            static_cast<uint8_t>(t->depth), attrs_id != 0 ? kCompactAttrsText : uint8_t{0});
+        detail::release_busy(*t);
+        return stored;
+      }
+      detail::release_busy(*t);
+    }
+    return detail::emit_literal(name, name_len, name_id, attrs, attrs_len, attrs_id, ts_ns,
+                                dur_ns);
+  }
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }
 

@@ -185,6 +185,7 @@ layout)
     "$includedir/spanring/packed_attrs.h" "$includedir/spanring/segment.h"
     "$includedir/spanring/segment_layout.h" "$includedir/spanring/segment_view.h"
     "$includedir/spanring/span.h" "$includedir/spanring/spanring.h"
+    "$includedir/spanring/ring_writer.h" "$includedir/spanring/thread_state.h"
     "$libdir/libspanring.so" "$libdir/libspanring.so.$SPANRING_SOVERSION"
     "$libdir/libspanring.so.$SPANRING_VERSION" "$libdir/libspanring.a"
     "$libdir/pkgconfig/spanring.pc"

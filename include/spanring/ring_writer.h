@@ -1,0 +1,290 @@
+// RingWriter: the producer thread's end of one ring (the ring and its records:
+// segment_layout.h). Public because Span's record path is inlined into the caller (span.h): a
+// program compiled against this header writes slots itself, so this class's layout and code are
+// part of libspanring's ABI (its soname, src/meson.build). Not an API: only the library and the
+// inline code of span.h use it.
+#pragma once
+
+#include <spanring/segment_layout.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__GNUC__)
+#define SPANRING_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define SPANRING_HIDDEN
+#endif
+
+namespace spanring {
+
+static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotBytes,
+              "the inline payload ends where the next slot begins");
+
+// The owner thread's end of one ring. Hot path: every method is noexcept, makes no syscall,
+// takes no lock, allocates nothing, and touches only the ring's slots and producer line (the
+// drainer's line only when the ring looks full). Owner thread only (a signal handler of the
+// owner must not call it while the owner is inside a write: the producer guards that).
+//
+// Zero-initialised it is detached, which is how it starts in a thread's state.
+//
+// Hidden: each library that writes records inlines its own copy (never a call through the PLT).
+class SPANRING_HIDDEN RingWriter {
+ public:
+  // Takes the ring the calling thread has just claimed (state kClaiming): `shared` is its
+  // header, `slots` its first slot, `capacity` its slot count (a power of two). Sequence
+  // numbers start at 0 for every owner; the drop counter starts at 0.
+  void attach(RingHeader* shared, std::byte* slots, uint32_t capacity) noexcept {
+    shared_ = shared;
+    slots_ = slots;
+    mask_ = capacity - 1;
+    // relaxed: both were last written before the drainer's release of kRingFree, which the
+    // claim's CAS acquired.
+    own_head_ = shared->head.load(std::memory_order_relaxed);
+    cached_tail_ = shared->tail.load(std::memory_order_relaxed);
+    next_seq_ = 0;
+    own_drops_ = 0;
+    gap_ = 0;
+    shared->drops.store(0, std::memory_order_relaxed);
+  }
+  // Forgets the ring (thread exit hands it to the drainer; a fork child must not write into
+  // its parent's ring). The ring itself is not touched.
+  void detach() noexcept { shared_ = nullptr; }
+
+  RingHeader* shared() const noexcept { return shared_; }  // null while detached
+  uint64_t capacity() const noexcept { return mask_ + 1; }  // slots
+
+  // Writes one record and publishes it (release of head): `name_len` raw name bytes and
+  // `attrs_len` raw attribute bytes (their sum at most kNameRawMax + kAttrsPackedMax), the
+  // header fields as given, the next sequence number. When the ring has no room the record is
+  // dropped whole, counted (drops, release) and its sequence number skipped; returns false.
+  // Always inlined: a call would pass 10 arguments, half of them on the stack.
+  __attribute__((always_inline)) bool write(const char* name, uint32_t name_len,
+                                            const char* attrs, uint32_t attrs_len, uint64_t ts,
+                                            uint64_t dur, uint64_t inv, uint64_t hid,
+                                            uint32_t depth, uint16_t flags) noexcept {
+    const uint32_t need = record_slots(name_len + attrs_len);
+    if (!has_room(need)) {
+      count_drops(1);
+      return false;
+    }
+    // The writer's fields in locals: the payload stores below could alias them (char), and
+    // would make every one be reloaded.
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* first = slots + (head & mask) * kSlotBytes;
+    auto* rec = reinterpret_cast<RecordHeader*>(first);
+    rec->seq = seq;
+    rec->ts_ns = ts;
+    rec->dur_ns = dur;
+    rec->inv = inv;
+    rec->hid = hid;
+    rec->depth = depth;
+    rec->name_len = static_cast<uint16_t>(name_len);
+    rec->attrs_len = static_cast<uint16_t>(attrs_len);
+    rec->slots = static_cast<uint16_t>(need);
+    rec->flags = flags;
+    if ((head & mask) + need <= mask + 1) {
+      // The record does not wrap: its payload is contiguous, from the header's payload field
+      // into the slots that follow (addressed from the slot bytes, not from the 12-byte
+      // member, which it runs past). A drop marker has no name: copy_bytes reads nothing for 0.
+      auto* dst = reinterpret_cast<char*>(first + offsetof(RecordHeader, payload));
+      copy_bytes(dst, name, name_len);
+      copy_bytes(dst + name_len, attrs, attrs_len);
+    } else {
+      put_payload(0, name, name_len);
+      put_payload(name_len, attrs, attrs_len);
+    }
+    next_seq_ = seq + 1;
+    gap_ = 0;
+    own_head_ = head + need;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + need, std::memory_order_release);
+    prefetch_after(slots, mask, head + need, need);
+    return true;
+  }
+
+  // Whether the next record may be a CompactRecord: no record was dropped since the last one
+  // written. A compact record carries only the low 32 bits of its sequence number, so the
+  // drainer must know it from the record before (the first record after a drop is ordinary).
+  bool compact_allowed() const noexcept { return gap_ == 0; }
+
+  // Writes one CompactRecord (one slot) and publishes it (release of head): the fields as
+  // given (`keys`: the 4 key ids, key i in bits 16i..16i+15; `flags`: kRecordCompact, maybe
+  // kRecordTsc), seq_lo from the next sequence number. Call only when compact_allowed(). When
+  // the ring has no room the record is dropped and counted like write()'s; returns false.
+  bool write_compact(uint64_t ts, uint64_t inv, uint64_t hid, const uint32_t* values,
+                     uint32_t dur, uint16_t flags, uint16_t name, uint64_t keys, uint8_t depth,
+                     uint8_t attrs) noexcept {
+    if (!has_room(1)) {
+      count_drops(1);
+      return false;
+    }
+    // The writer's fields in locals: the slot stores below cannot alias them then, so none is
+    // reloaded; the record is 8 stores of 8 bytes.
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* const rec = slots + (head & mask) * kSlotBytes;
+    static_assert(offsetof(CompactRecord, seq_lo) == 44 && offsetof(CompactRecord, keys) == 54 &&
+                  offsetof(CompactRecord, depth) == 62, "the words below follow this layout");
+    store_word(rec, 0, ts);
+    store_word(rec, 1, inv);
+    store_word(rec, 2, hid);
+    std::memcpy(rec + 24, values, 16);
+    store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
+    // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
+    store_word(rec, 6, 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48);
+    store_word(rec, 7, keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    next_seq_ = seq + 1;
+    own_head_ = head + 1;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + 1, std::memory_order_release);
+    prefetch_after(slots, mask, head + 1, 1);
+    return true;
+  }
+
+  // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler
+  // emitted while this thread was inside write(); they take sequence numbers seq..seq+n-1.
+  // When the ring is full they are counted as ring_full drops instead.
+  void write_reentrant_marker(uint32_t n) noexcept {
+    if (!has_room(1)) {
+      count_drops(n);
+      return;
+    }
+    auto* rec = reinterpret_cast<RecordHeader*>(slot(own_head_));
+    rec->seq = next_seq_;
+    rec->ts_ns = 0;
+    rec->dur_ns = n;
+    rec->inv = 0;
+    rec->hid = 0;
+    rec->depth = 0;
+    rec->name_len = 0;
+    rec->attrs_len = 0;
+    rec->slots = 1;
+    rec->flags = kRecordReentrant;
+    next_seq_ += n;
+    gap_ = 0;  // the marker carries the whole sequence number
+    own_head_ += 1;
+    // release: the marker's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(own_head_, std::memory_order_release);
+  }
+
+ private:
+  // How far ahead of head prefetch_after() fetches slots for writing: 16 slots (1 KiB, a few
+  // records), far enough that a line taken back from the drainer's core (~100 ns) arrives
+  // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the
+  // slots just written, which costs nothing.
+  static constexpr uint32_t kPrefetchSlots = 16;
+
+  static void store_word(std::byte* rec, uint32_t i, uint64_t v) noexcept {
+    std::memcpy(rec + 8 * i, &v, 8);
+  }
+
+  std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
+
+  // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
+  // the ring is full.
+  bool has_room(uint32_t need) noexcept {
+    const uint64_t cap = mask_ + 1;
+    if (own_head_ + need - cached_tail_ <= cap) return true;
+    // acquire: pairs with the drainer's release of tail, made after it finished reading the
+    // slots below tail, so our writes to them cannot race its reads.
+    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
+    return own_head_ + need - cached_tail_ <= cap;
+  }
+
+  // `n` records found the ring full: their sequence numbers are never published (a gap).
+  void count_drops(uint64_t n) noexcept {
+    next_seq_ += n;
+    gap_ = 1;
+    own_drops_ += n;
+    // release: the drainer pairs its acquire of drops with its acquire of head to attribute
+    // the gap; only the owner writes drops, so a store of the private copy suffices.
+    shared_->drops.store(own_drops_, std::memory_order_release);
+  }
+
+  // Fetches for writing, kPrefetchSlots ahead of the new head `head`, the slots of a record of
+  // `need` slots: the drainer read each slot line on the ring's last lap, so a store to it must
+  // first take the line back from the drainer's core (an RFO, ~100 ns here). Prefetched this far
+  // ahead, it is back in this core's cache by the time a record lands on it, also after a pause.
+  // The first and the last of them only (no loop): records of 1 and 2 slots, the common ones,
+  // are covered whole; the middle slots of a longer one are left to the hardware prefetcher.
+  static void prefetch_after(std::byte* slots, uint64_t mask, uint64_t head,
+                             uint32_t need) noexcept {
+    __builtin_prefetch(slots + ((head + kPrefetchSlots) & mask) * kSlotBytes, 1);
+    if (need > 1)
+      __builtin_prefetch(slots + ((head + kPrefetchSlots + need - 1) & mask) * kSlotBytes, 1);
+  }
+
+  // Copies `len` payload bytes to stream position `pos` of the record at head (positions
+  // 0..11 are the first slot's payload, then 64 bytes per following slot, wrapping). Only for
+  // a record that wraps around the ring's end; write() copies others in one piece.
+  void put_payload(uint32_t pos, const char* src, uint32_t len) noexcept {
+    while (len > 0) {
+      std::byte* dst;
+      uint32_t room;
+      if (pos < kInlinePayloadBytes) {
+        dst = slot(own_head_) + offsetof(RecordHeader, payload) + pos;
+        room = kInlinePayloadBytes - pos;
+      } else {
+        const uint32_t q = pos - kInlinePayloadBytes;
+        dst = slot(own_head_ + 1 + q / kSlotBytes) + q % kSlotBytes;
+        room = kSlotBytes - q % kSlotBytes;
+      }
+      const uint32_t n = len < room ? len : room;
+      std::memcpy(dst, src, n);
+      src += n;
+      pos += n;
+      len -= n;
+    }
+  }
+
+ public:
+  // Copies n <= 32 bytes inline, with two (overlapping) moves of one size class: the
+  // open-span note of every Span would otherwise pay a call into memcpy.
+  static void copy_small(char* dst, const char* src, uint32_t n) noexcept {
+    if (n >= 16) {
+      std::memcpy(dst, src, 16);
+      std::memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+      std::memcpy(dst, src, 8);
+      std::memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+      std::memcpy(dst, src, 4);
+      std::memcpy(dst + n - 4, src + n - 4, 4);
+    } else if (n != 0) {
+      dst[0] = src[0];
+      dst[n / 2] = src[n / 2];
+      dst[n - 1] = src[n - 1];
+    }
+  }
+
+  // Copies n bytes inline: 32-byte moves and an overlapping last one (a record's payload is
+  // at most kNameRawMax + kAttrsPackedMax bytes; a call into memcpy costs more than the copy).
+  static void copy_bytes(char* dst, const char* src, uint32_t n) noexcept {
+    if (n <= 32) {
+      copy_small(dst, src, n);
+      return;
+    }
+    for (uint32_t i = 0; i + 32 < n; i += 32) std::memcpy(dst + i, src + i, 32);
+    std::memcpy(dst + n - 32, src + n - 32, 32);
+  }
+
+ private:
+  RingHeader* shared_;    // the ring's header in the segment; null while detached
+  std::byte* slots_;      // the ring's first slot
+  uint64_t mask_;         // capacity - 1, slots
+  uint64_t own_head_;     // private copy of shared_->head
+  uint64_t cached_tail_;  // last value read of shared_->tail (the drainer's)
+  uint64_t next_seq_;     // sequence number of the next record
+  uint64_t own_drops_;    // private copy of shared_->drops
+  uint32_t gap_;          // 1: records were dropped since the last one written (no compact)
+};
+
+}  // namespace spanring

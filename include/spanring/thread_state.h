@@ -1,0 +1,136 @@
+// ThreadState: a producer thread's state, reached from the caller's inlined record path (span.h)
+// through one initial-exec TLS pointer, detail::t_self. Not an API: only libspanring and the
+// inline code of span.h use it. Its hot fields (up to and including key_memo) and RingWriter's
+// are compiled into every program built against these headers, so their layout is part of
+// libspanring's ABI (the soname, src/meson.build) and is static_assert'ed below.
+//
+// Static TLS: this pointer and spanring_vfork_child are all of libspanring's initial-exec TLS
+// (16 bytes with alignment), because static TLS is a small budget every dlopen'ed library
+// shares (about 1.7 KB in a fresh glibc 2.36 process). Initial-exec rather than general-dynamic:
+// a fixed offset from the thread pointer, so the record path never calls __tls_get_addr (which
+// may allocate on a thread's first access and is not async-signal-safe). Both are defined with
+// protected visibility: a copy of libspanring linked statically into a plugin binds its own
+// (and its inline callers') references to its own variables, never to another copy's.
+#pragma once
+
+#include <spanring/ring_writer.h>
+#include <spanring/segment_layout.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+// Set to 1 by the vfork wrapper (src/vfork_*.S) before the vfork syscall and back to 0 in the
+// parent when it resumes. A vfork child shares its parent's memory, TLS included: while this is
+// set, records are dropped (counted as vfork_drops) instead of going to the parent's ring.
+extern "C" {
+extern __attribute__((tls_model("initial-exec"))) __thread uint32_t spanring_vfork_child;
+}
+
+namespace spanring {
+namespace detail {
+
+// A thread's memo of the key ids of one span shape (Span's record path): the last keys a span
+// of name ids = slot (mod kKeyMemoSlots) had, and their ids, so that a span like the last one
+// resolves its keys with pointer compares instead of one lookup per key.
+// `serial` is the ModuleStrings::serial of the table the ids came from: a module loaded at an
+// unloaded one's address has a table with another serial, so its keys never match the old
+// module's memo.
+struct SPANRING_HIDDEN KeyMemo {
+  const char* keys[kCompactAttrs];  // the literal keys, in order (the first `count`)
+  uint64_t ids;                     // their string ids, key i in bits 16i..16i+15
+  uint32_t count;                   // keys in use; 0: empty
+  uint32_t serial;                  // the table's serial when filled (never 0 once filled)
+};
+inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread, on the heap
+
+// Per-thread producer state. It lives on the heap (a private anonymous mapping, taken from the
+// library's pool of states) and is reached through t_self. Zero-filled it is a fresh state with
+// no ring. Owner thread only, and its signal handlers (`busy` keeps them out of a record write).
+struct SPANRING_HIDDEN ThreadState {
+  // ---- hot: read and written by the inline record path of span.h
+  RingWriter ring;        // this thread's ring; detached until its first record claims one
+  uint64_t inv;           // current invocation (Invocation scope)
+  uint64_t hid;           // current callable hash
+  uint32_t depth;         // Spans open on this thread
+  // 1: the inline record path may write: a ring is claimed and Spans read the counter
+  // (read_counter). 0: every record goes through the library (claims, clock_gettime).
+  uint32_t ready;
+  uint32_t busy;          // inside a record write: a signal handler's record must not interleave
+  std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
+  // An explicit record (emit) whose ts_ns is below this goes through the library, which may
+  // have to announce the process' clock anchor at the clock's origin first (span.cpp,
+  // lower_anchor): the anchor's CLOCK_MONOTONIC ns while this thread's ring was not told so,
+  // 0 once it was. Set when the ring is claimed.
+  uint64_t early_ns;
+  KeyMemo key_memo[kKeyMemoSlots];
+  // ---- cold: the library's only
+  uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
+  uint32_t stash_count;   // open spans copied at fork (prepare handler), for the child's ring
+  OpenSpan stash[kOpenSpanMax];
+  // set_thread_name(): the name the next ring this thread claims carries instead of the
+  // kernel's (prctl); used when name_set is 1. Not NUL-terminated when 16 bytes long.
+  uint32_t name_set;
+  char name[sizeof(RingHeader::thread_name)];
+  // The pool (attach.cpp): every state this copy of the library mapped, linked once, never
+  // unlinked; in_use 0 once its thread exited (the next new thread takes it again).
+  ThreadState* next_state;
+  std::atomic<uint32_t> in_use;
+};
+// The inline record path's view of the layout (a change needs a new soname).
+static_assert(std::is_standard_layout_v<RingWriter> && sizeof(RingWriter) == 64);
+static_assert(std::is_standard_layout_v<ThreadState>);
+static_assert(offsetof(ThreadState, inv) == 64 && offsetof(ThreadState, depth) == 80 &&
+              offsetof(ThreadState, ready) == 84 && offsetof(ThreadState, busy) == 88 &&
+              offsetof(ThreadState, reentrant_drops) == 92 && offsetof(ThreadState, early_ns) == 96 &&
+              offsetof(ThreadState, key_memo) == 104 && sizeof(KeyMemo) == 48);
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+              sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+
+// The calling thread's state; null until its first record (or Invocation, set_thread_name).
+// __thread, not thread_local: no TLS wrapper call, the pointer is constant-initialised.
+extern __attribute__((tls_model("initial-exec"))) __thread ThreadState* t_self;
+
+// The counter Spans are timed with ("TSC" throughout: kRecordTsc, anchor_tsc). x86-64: the TSC
+// (rdtsc). aarch64: the generic timer's virtual count, cntvct_el0, a constant-rate counter the
+// architecture requires on every ARMv8 CPU (frequency in cntfrq_el0, typically 24 MHz to 1 GHz),
+// the one the kernel's vDSO reads for CLOCK_MONOTONIC. Like rdtsc it is not ordered with the
+// instructions around it (no isb: the span's cost stays one read; a read a few instructions
+// early or late is below the counter's resolution on most parts). The drainer
+// (drain/tsc_clock.cpp) measures ticks per ns from (counter, CLOCK_MONOTONIC) pairs on either.
+inline uint64_t read_tsc() noexcept {
+#if defined(__x86_64__)
+  return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t ticks;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+  return ticks;
+#else
+  return 0;
+#endif
+}
+
+// Publishes the kRecordReentrant marker for the records the calling thread's signal handlers
+// dropped while its inline record write was busy (reentrant_drops != 0). Async-signal-safe.
+// Exported explicitly: a function taking a hidden type would otherwise be hidden too.
+__attribute__((visibility("default"))) void flush_reentrant(ThreadState& t) noexcept;
+
+// Ends an inline record write that set t.busy = 1: clears it, then announces what the thread's
+// signal handlers dropped meanwhile (flush_reentrant). The compiler barriers keep the slot's
+// stores between busy = 1 and busy = 0, as a signal handler on this thread sees them.
+__attribute__((always_inline)) inline void release_busy(ThreadState& t) noexcept {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t.busy = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // relaxed: the counter is this thread's; the atomic only guards against its handlers.
+  if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
+    flush_reentrant(t);
+}
+
+}  // namespace detail
+}  // namespace spanring
