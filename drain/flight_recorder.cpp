@@ -3,7 +3,7 @@
 
 #include "drain/diagnostics.h"
 #include "format/binary_format.h"
-#include "format/crc32c.h"
+#include "format/block_frame.h"
 
 #include <spanring/error.h>
 
@@ -375,8 +375,7 @@ bool FlightRecorder::pump(int64_t wait_us) {
       char* out = j.cur->data.get() + j.cur->len;
       BlockHeader bh;
       copy_out(blk.offset, reinterpret_cast<char*>(&bh), sizeof bh);
-      bh.seq = j.out_seq++;
-      bh.header_crc = crc32c(&bh, offsetof(BlockHeader, header_crc));
+      renumber_block(bh, j.out_seq++);
       std::memcpy(out, &bh, sizeof bh);
       copy_out(blk.offset + sizeof bh, out + sizeof bh, blk.len - sizeof bh);
       j.cur->len += blk.len;
