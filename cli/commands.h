@@ -6,7 +6,7 @@
 // for a rejected input (tools/cli_util.h); a command line that does not parse (cli/usage.h).
 // Commands write their messages to stderr, and throw Error for what stops them before they
 // start (the CLI prints it and exits 2). A new option or command also goes into
-// docs/spanring.1.scd, the man page (tests/test_mp_cli.cpp checks that it names every option
+// docs/spanring.1.scd, the man page (tests/mp/test_mp_cli.cpp checks that it names every option
 // of every command's --help); the bash completion (docs/spanring.bash) reads them from --help.
 #pragma once
 

@@ -145,7 +145,8 @@ class Drainer {
     uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
     bool has_last = false;
     bool announced = false;   // the sink has had thread() for this owner
-    bool bad_string_said = false;  // a compact record with an unresolved id was reported on stderr
+    bool bad_string_said = false;  // a compact record with an unresolved id was reported
+                                   //   (drain/diagnostics.h)
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
     uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains

@@ -3,12 +3,9 @@
 
 #include "drain/diagnostics.h"
 #include "format/binary_format.h"
-#include "format/crc32c.h"
+#include "format/block_frame.h"
 
 #include <spanring/error.h>
-
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,13 +19,6 @@ namespace {
 // node or heap block around each entry (their real cost in libstdc++ / glibc malloc is 32-64
 // bytes), so that the window's bound holds for the memory the drainer really uses.
 constexpr uint64_t kNodeBytes = 64;
-
-void reply(int fd, const std::string& line) {
-  if (fd < 0) return;
-  // MSG_NOSIGNAL: a client that went away must not kill the drainer with SIGPIPE.
-  (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
-  ::close(fd);
-}
 
 }  // namespace
 
@@ -68,7 +58,7 @@ FlightRecorder::FlightRecorder(uint64_t size_bytes, UringWriter::Fallback fallba
 
 FlightRecorder::~FlightRecorder() {
   if (job_) finish_job(false, "the drainer is exiting");
-  for (SnapshotRequest& r : queue_) reply(r.reply_fd, "error the drainer is exiting\n");
+  for (SnapshotRequest& r : queue_) answer_snapshot_error(r.reply_fd, "the drainer is exiting");
 }
 
 // ---- the window ------------------------------------------------------------------------------
@@ -318,7 +308,7 @@ void FlightRecorder::start_next() {
   } catch (const Error& e) {
     report("spanring: snapshot %llu (%s) failed: %s\n",
                  static_cast<unsigned long long>(job->number), job->req.reason.c_str(), e.what());
-    reply(job->req.reply_fd, std::string("error ") + e.what() + "\n");
+    answer_snapshot_error(job->req.reply_fd, e.what());
     return;
   }
   job_ = std::move(job);
@@ -375,8 +365,7 @@ bool FlightRecorder::pump(int64_t wait_us) {
       char* out = j.cur->data.get() + j.cur->len;
       BlockHeader bh;
       copy_out(blk.offset, reinterpret_cast<char*>(&bh), sizeof bh);
-      bh.seq = j.out_seq++;
-      bh.header_crc = crc32c(&bh, offsetof(BlockHeader, header_crc));
+      renumber_block(bh, j.out_seq++);
       std::memcpy(out, &bh, sizeof bh);
       copy_out(blk.offset + sizeof bh, out + sizeof bh, blk.len - sizeof bh);
       j.cur->len += blk.len;
@@ -417,12 +406,12 @@ void FlightRecorder::finish_job(bool ok, const std::string& why) {
                  j->req.path.c_str(), static_cast<unsigned long long>(bytes),
                  static_cast<unsigned long long>(j->records),
                  static_cast<unsigned long long>(j->overwritten));
-    reply(j->req.reply_fd, "ok " + j->req.path + "\n");
+    answer_snapshot_ok(j->req.reply_fd, j->req.path);
   } else {
     report("spanring: snapshot %llu (%s) to %s failed: %s\n",
                  static_cast<unsigned long long>(j->number), j->req.reason.c_str(),
                  j->req.path.c_str(), why.c_str());
-    reply(j->req.reply_fd, "error " + why + "\n");
+    answer_snapshot_error(j->req.reply_fd, why);
   }
 }
 

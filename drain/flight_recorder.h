@@ -34,6 +34,7 @@
 // copy of its metadata blocks.
 #pragma once
 
+#include "drain/snapshot_control.h"
 #include "drain/uring_writer.h"
 #include "format/binary_sink.h"
 #include "format/event.h"
@@ -60,13 +61,6 @@ struct FlightOwnerMark {
   uint64_t first_seq = 0;  // the first sequence number this drainer drained of the owner
   uint64_t next_seq = 0;   // every sequence number below this is in this block or before it
   bool last = false;       // the owner is gone: this block is its last
-};
-
-// A snapshot to take: where to write it and whom to tell.
-struct SnapshotRequest {
-  std::string path;    // absolute, or relative to the drainer's directory
-  std::string reason;  // for the stderr line: "SIGUSR1", "spanring snapshot", ...
-  int reply_fd = -1;   // a `spanring snapshot` connection to answer (owned), or -1
 };
 
 class FlightRecorder {
@@ -191,7 +185,7 @@ class FlightRecorder {
   uint64_t evicted_vfork_ = 0;
   uint64_t no_ring_total_ = 0;
   uint64_t vfork_total_ = 0;
-  uint64_t evicted_records_ = 0;  // spans pushed out (for the stderr line)
+  uint64_t evicted_records_ = 0;  // spans pushed out (for the snapshot's report line)
   std::unordered_map<uint64_t, Owner> owners_;
   std::unordered_map<uint32_t, Process> processes_;
   std::map<std::pair<uint32_t, uint32_t>, Thread> threads_;

@@ -1,13 +1,12 @@
 #include "drain/resume.h"
 
 #include "format/binary_reader.h"
+#include "format/text_reader.h"
 
 #include <spanring/error.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <fstream>
-#include <string_view>
 
 namespace spanring {
 namespace {
@@ -49,16 +48,15 @@ KeptPrefix scan_binary_prefix(const std::string& path, uint64_t bytes) {
 KeptPrefix scan_text_prefix(const std::string& path, uint64_t bytes) {
   KeptPrefix out;
   if (bytes == 0) return out;
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  uint64_t offset = 0;
-  static constexpr std::string_view kAnchor = "[CLOCK_ANCHOR] v=1 pid=";
-  while (offset < bytes && std::getline(in, line)) {
-    offset += line.size() + 1;
-    const size_t at = line.find(kAnchor);
-    if (at != std::string::npos)
-      out.pids.insert(
-          static_cast<uint32_t>(std::strtoul(line.c_str() + at + kAnchor.size(), nullptr, 10)));
+  // The text reader parses the anchor lines (a process event per pid). A file that cannot be
+  // opened or read, or a malformed line, ends the scan with the pids found before it: an anchor
+  // missed is written again, which a reader takes (a second anchor of a pid is a note).
+  PidCollector pc(&out.pids);
+  try {
+    TraceInput in = TraceInput::open(path);
+    in.set_limit(bytes);
+    read_strace_text(in, pc);
+  } catch (const Error&) {
   }
   return out;
 }

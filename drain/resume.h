@@ -25,7 +25,9 @@ std::string kept_format(const std::string& path);
 KeptPrefix scan_binary_prefix(const std::string& path, uint64_t bytes);
 
 // The first `bytes` bytes of a [STRACE] text file at `path`: the pids of its [CLOCK_ANCHOR]
-// lines. A missing or unreadable file yields none (the drainer then writes every anchor again).
+// lines, as read_strace_text() (format/text_reader.h) parses them. A missing or unreadable file
+// yields none (the drainer then writes every anchor again); a read error or a malformed line
+// ends the scan with the pids before it.
 KeptPrefix scan_text_prefix(const std::string& path, uint64_t bytes);
 
 }  // namespace spanring

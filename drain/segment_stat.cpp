@@ -5,6 +5,7 @@
 #include "drain/process_identity.h"
 
 #include "src/proc.h"
+#include "src/ring.h"
 #include "src/string_table.h"
 
 #include <spanring/error.h>
@@ -48,23 +49,6 @@ std::string printable_name(const char (&raw)[16]) {
     }
   }
   return out;
-}
-
-// Records in [tail, head) of a ring, walking record headers by their slot counts; nullopt when a
-// header does not parse (a slot count out of range, or a record running past head). Bounded by
-// the ring's capacity: at most one header per slot is read.
-std::optional<uint64_t> count_records(const SegmentView& view, uint32_t ring, uint64_t tail,
-                                      uint64_t head) {
-  const uint64_t capacity = view.ring_capacity();
-  const std::byte* slots = view.ring_slots(ring);
-  uint64_t records = 0;
-  for (uint64_t pos = tail; pos != head; ++records) {
-    RecordHeader h;
-    std::memcpy(&h, slots + (pos & (capacity - 1)) * kSlotBytes, sizeof h);  // one read
-    if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > head - pos) return std::nullopt;
-    pos += h.slots;
-  }
-  return records;
 }
 
 std::string mib(uint64_t bytes) {
@@ -146,7 +130,8 @@ SegmentStat read_segment_stat(const SegmentView& view, const std::string& name,
       rs.fill_slots = rs.head - rs.tail;
       rs.fill_percent = 100.0 * static_cast<double>(rs.fill_slots) / view.ring_capacity();
       if (state != kRingQuarantined) {
-        rs.fill_records = count_records(view, i, rs.tail, rs.head);
+        const RingReader reader(&r, view.ring_slots(i), view.ring_capacity(), rs.tail);
+        rs.fill_records = reader.count_records(rs.head);
         if (!rs.fill_records) rs.problem = "a record header in [tail, head) does not parse";
       }
     }

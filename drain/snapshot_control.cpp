@@ -25,12 +25,22 @@ socklen_t make_address(const std::string& name, sockaddr_un& a) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n);
 }
 
-void answer(int fd, const std::string& line) {
+void answer(int fd, const std::string& line) noexcept {
+  if (fd < 0) return;
+  // MSG_NOSIGNAL: a client that went away must not kill the drainer with SIGPIPE.
   (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
   ::close(fd);
 }
 
 }  // namespace
+
+void answer_snapshot_ok(int fd, const std::string& path) {
+  answer(fd, "ok " + path + "\n");
+}
+
+void answer_snapshot_error(int fd, const std::string& why) {
+  answer(fd, "error " + why + "\n");
+}
 
 std::string snapshot_socket_name(const std::string& segment) {
   return std::string(1, '\0') + "spanring/" + segment + "/snapshot";
@@ -53,7 +63,7 @@ SnapshotListener::SnapshotListener(const std::string& segment) {
 }
 
 SnapshotListener::~SnapshotListener() {
-  for (Pending& p : pending_) answer(p.fd, "error the drainer is exiting\n");
+  for (Pending& p : pending_) answer_snapshot_error(p.fd, "the drainer is exiting");
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -65,11 +75,12 @@ void SnapshotListener::poll(std::vector<SnapshotRequest>& out) {
     socklen_t cl = sizeof cred;
     if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
         (cred.uid != ::geteuid() && cred.uid != 0)) {
-      answer(c, "error permission denied: only the drainer's user or root may take snapshots\n");
+      answer_snapshot_error(
+          c, "permission denied: only the drainer's user or root may take snapshots");
       continue;
     }
     if (pending_.size() == kMaxPending) {
-      answer(c, "error too many snapshot requests waiting\n");
+      answer_snapshot_error(c, "too many snapshot requests waiting");
       continue;
     }
     pending_.push_back(Pending{c, {}, 0});
@@ -116,7 +127,7 @@ void SnapshotListener::poll(std::vector<SnapshotRequest>& out) {
       ++i;
       continue;
     }
-    answer(p.fd, "error " + why + "\n");
+    answer_snapshot_error(p.fd, why);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }

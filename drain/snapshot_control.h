@@ -17,13 +17,28 @@
 // client costs one read attempt per check, and never stalls draining.
 #pragma once
 
-#include "drain/flight_recorder.h"
-
 #include <cstddef>
 #include <string>
 #include <vector>
 
 namespace spanring {
+
+// A snapshot to take: where to write it and whom to tell. Made by SnapshotListener::poll (or
+// the drainer's SIGUSR1 handling) and carried out by the FlightRecorder (drain/flight_recorder.h).
+struct SnapshotRequest {
+  std::string path;    // absolute, or relative to the drainer's directory
+  std::string reason;  // for the operator's line: "SIGUSR1", "spanring snapshot", ...
+  int reply_fd = -1;   // a `spanring snapshot` connection to answer (owned), or -1
+};
+
+// The drainer's answers, each sent once on the connection `fd`, which is then closed; fd -1
+// (a request that came from a signal, not a connection) is a no-op. A client that went away
+// costs nothing (MSG_NOSIGNAL: no SIGPIPE). Drain thread; throws only std::bad_alloc.
+// "ok PATH\n": the snapshot is written and fsynced at PATH.
+void answer_snapshot_ok(int fd, const std::string& path);
+// "error WHY\n": the request was refused or the snapshot failed; WHY is one line for the
+// client's message.
+void answer_snapshot_error(int fd, const std::string& why);
 
 // "\0spanring/NAME/snapshot" (abstract: the leading NUL), as a sockaddr_un path of its length.
 std::string snapshot_socket_name(const std::string& segment);

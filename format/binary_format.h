@@ -1,6 +1,7 @@
 // The spanring binary trace format, versions 1 and 2 (docs/binary-format.md has the full
 // description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
-// output, read_binary_trace() (format/binary_reader.h) reads it back; CRC32C is format/crc32c.h.
+// output, read_binary_trace() (format/binary_reader.h) reads it back; block headers are sealed
+// and checked by format/block_frame.h only; CRC32C is format/crc32c.h.
 //
 //   offset 0   FileHeader (32 bytes): magic "\x89SPRTRC\n", version, header size
 //   32         block 0: BlockHeader (24 bytes) + payload = events   <- one drainer buffer

@@ -1,6 +1,6 @@
 #include "format/binary_reader.h"
 
-#include "format/crc32c.h"
+#include "format/block_frame.h"
 
 #include <spanring/segment_layout.h>
 
@@ -225,23 +225,23 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
                   "the file is cut at " + at(block_at + hgot) + ", inside the header of the "
                   "block starting at " + at(block_at) + " (" + std::to_string(hgot) + " of " +
                   std::to_string(kBlockHeaderBytes) + " bytes)" + complete_note());
-    if (bh.magic != kBlockMagic)
+    const BlockCheck check = check_block_header(bh);
+    if (check == BlockCheck::kBadMagic)
       return done(ReadResult::Status::kCorrupt, block_at,
                   at(block_at) + ": bad block magic " + hex32(bh.magic) + " (expected " +
                       hex32(kBlockMagic) + ", \"SBLK\"): the file is corrupt from here on" +
                       complete_note());
-    const uint32_t hcrc = crc32c(&bh, offsetof(BlockHeader, header_crc));
-    if (hcrc != bh.header_crc)
+    if (check == BlockCheck::kBadHeaderCrc)
       return done(ReadResult::Status::kCorrupt, block_at,
                   at(block_at) + ": block header checksum mismatch (stored " +
-                      hex32(bh.header_crc) + ", computed " + hex32(hcrc) +
+                      hex32(bh.header_crc) + ", computed " + hex32(block_header_crc(bh)) +
                       "): the header of the block starting there is corrupt" + complete_note());
-    if (bh.payload_bytes > kMaxBlockBytes - kBlockHeaderBytes)
+    if (check == BlockCheck::kTooLong)
       return done(ReadResult::Status::kCorrupt, block_at + offsetof(BlockHeader, payload_bytes),
                   at(block_at + offsetof(BlockHeader, payload_bytes)) + ": the block at " +
                       at(block_at) + " claims a length of " + std::to_string(bh.payload_bytes) +
                       " bytes, more than the limit of " +
-                      std::to_string(kMaxBlockBytes - kBlockHeaderBytes) + complete_note());
+                      std::to_string(kMaxBlockPayloadBytes) + complete_note());
     if (have_seq && bh.seq <= prev_seq)
       return done(ReadResult::Status::kCorrupt, block_at + offsetof(BlockHeader, seq),
                   at(block_at) + ": block sequence number " + std::to_string(bh.seq) +
@@ -268,7 +268,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
                       " bytes, " + std::to_string(end - block_at) + " are there)" +
                       complete_note());
     }
-    const uint32_t pcrc = crc32c(payload.data(), bh.payload_bytes);
+    const uint32_t pcrc = block_payload_crc(payload.data(), bh.payload_bytes);
     if (pcrc != bh.payload_crc)
       return done(ReadResult::Status::kCorrupt, block_at + kBlockHeaderBytes,
                   "block " + std::to_string(bh.seq) + " at " + at(block_at) +

@@ -1,6 +1,6 @@
 #include "format/binary_sink.h"
 
-#include "format/crc32c.h"
+#include "format/block_frame.h"
 
 #include <cstring>
 #include <string_view>
@@ -43,7 +43,7 @@ size_t BinarySink::begin_buffer(char* out) noexcept {
   }
   // Length and CRCs are filled in by end_buffer; the sequence number is the buffer's place in
   // the file, as the drainer submits buffers in the order it begins them.
-  BlockHeader bh{kBlockMagic, 0, next_seq_++, 0, 0};
+  const BlockHeader bh = open_block_header(next_seq_++);
   std::memcpy(out + at, &bh, sizeof bh);
   block_at_ = at;
   return at + sizeof bh;
@@ -51,14 +51,8 @@ size_t BinarySink::begin_buffer(char* out) noexcept {
 
 void BinarySink::end_buffer(char* buffer, size_t len) noexcept {
   // The drainer ends the buffer it began last (one buffer is filled at a time).
-  char* h = buffer + block_at_;
-  const size_t payload = len - block_at_ - kBlockHeaderBytes;
-  BlockHeader bh;
-  std::memcpy(&bh, h, sizeof bh);
-  bh.payload_bytes = static_cast<uint32_t>(payload);  // <= the drainer's 1 MiB buffer
-  bh.payload_crc = crc32c(h + kBlockHeaderBytes, payload);
-  bh.header_crc = crc32c(&bh, offsetof(BlockHeader, header_crc));
-  std::memcpy(h, &bh, sizeof bh);
+  // The payload is at most the drainer's 1 MiB buffer, far below kMaxBlockPayloadBytes.
+  seal_block(buffer + block_at_, len - block_at_ - kBlockHeaderBytes);
 }
 
 size_t BinarySink::process(char* out, const ProcessEvent& e) noexcept {

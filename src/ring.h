@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace spanring {
@@ -82,6 +83,14 @@ class RingReader {
   // formatted as unpack_attrs formats packed integers (cut at kAttrsRawMax alike). On kRecord
   // and kBadString the position moves past the record.
   ReadStatus read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why);
+
+  // The records in [position(), head), counted by walking their headers' slot counts (`slots`
+  // is at the same offset in both record kinds) without copying or validating the records and
+  // without moving position(): what a ring holds for `spanring stat`, which only looks. nullopt
+  // when a slot count is out of range (0, or past kMaxRecordSlots) or runs a record past head;
+  // head - position() must be at most capacity() (the caller checks it). Reads at most one
+  // header per slot.
+  std::optional<uint64_t> count_records(uint64_t head) const noexcept;
 
  private:
   ReadStatus read_compact(uint64_t pos, uint64_t min_seq, RecordCopy& out, std::string& why);

@@ -26,6 +26,18 @@ char* put_attr(char* p, std::string_view key, uint32_t value, bool is_signed) no
 
 }  // namespace
 
+std::optional<uint64_t> RingReader::count_records(uint64_t head) const noexcept {
+  const uint64_t mask = capacity_ - 1;
+  uint64_t records = 0;
+  for (uint64_t pos = position_; pos != head; ++records) {
+    RecordHeader h;
+    std::memcpy(&h, slots_ + (pos & mask) * kSlotBytes, sizeof h);  // one read of shared memory
+    if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > head - pos) return std::nullopt;
+    pos += h.slots;
+  }
+  return records;
+}
+
 ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why) {
   const uint64_t pos = position_;
   const uint64_t mask = capacity_ - 1;

@@ -201,7 +201,8 @@ Segment Segment::create(const std::string& name, const SegmentOptions& options) 
   auto* base = static_cast<std::byte*>(region->get_address());
   // Who is creating it, first: writing every page below takes ~200 ms for the default size,
   // and a creator killed meanwhile leaves an object with no magic, which spanring clean
-  // recognises by these two fields (unfinished_creator()) and removes once the creator is dead.
+  // recognises by these two fields (drain/unfinished_segment.h) and removes once the creator is
+  // dead.
   auto* h = new (base) SegmentHeader{};
   h->creator_pid = static_cast<uint32_t>(::getpid());
   SPANRING_TEST_POINT("segment_creator_pid");
@@ -276,36 +277,6 @@ Segment Segment::open(const std::string& name) {
                 "segment '" + name + "' refused: " + why, EPROTO, name);
   }
   return Segment(name, region, view, static_cast<uint64_t>(object_size));
-}
-
-std::optional<Segment::Creator> Segment::unfinished_creator(const std::string& name) noexcept {
-  // Only names spanring run gives (spanring-PID-RANDOM): another program's object that happens
-  // to have zeros where the magic is must never look like ours.
-  if (name.rfind("spanring-", 0) != 0 || name.find('/') != std::string::npos) return std::nullopt;
-  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  unsigned char hdr[kSegmentHeaderBytes];
-  const bool read_whole = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                          st.st_size >= static_cast<off_t>(sizeof hdr) &&
-                          ::pread(fd, hdr, sizeof hdr, 0) == static_cast<ssize_t>(sizeof hdr);
-  ::close(fd);
-  if (!read_whole) return std::nullopt;
-  // Raw bytes, not a SegmentHeader: nothing in an unfinished object is trusted.
-  auto field = [&hdr](size_t offset, auto zero) {
-    decltype(zero) v;
-    std::memcpy(&v, hdr + offset, sizeof v);
-    return v;
-  };
-  const uint64_t magic = field(offsetof(SegmentHeader, magic), uint64_t{0});
-  const uint32_t version = field(offsetof(SegmentHeader, layout_version), uint32_t{0});
-  const uint32_t rings = field(offsetof(SegmentHeader, ring_count), uint32_t{0});
-  const uint64_t bytes = field(offsetof(SegmentHeader, segment_bytes), uint64_t{0});
-  Creator c{field(offsetof(SegmentHeader, creator_pid), uint32_t{0}),
-            field(offsetof(SegmentHeader, creator_start_time), uint64_t{0})};
-  // Created up to the creator fields, and not a step further.
-  if (magic != 0 || version != 0 || rings != 0 || bytes != 0 || c.pid == 0) return std::nullopt;
-  return c;
 }
 
 bool Segment::remove(const std::string& name) noexcept {

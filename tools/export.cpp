@@ -2,8 +2,8 @@
 
 #include "format/binary_format.h"
 #include "format/binary_reader.h"
+#include "format/block_frame.h"
 #include "format/convert_io.h"
-#include "format/crc32c.h"
 #include "format/trace_reader.h"
 #include "tools/clickhouse_client.h"
 #include "tools/clickhouse_rows.h"
@@ -484,9 +484,9 @@ class Follower {
     std::memcpy(&h, hb, sizeof h);
     // Not (yet) a block: io_uring writes several blocks at once, so the bytes at pos_ may still
     // be a hole or partly written while a later block is complete.
-    if (h.magic != kBlockMagic || crc32c(hb, offsetof(BlockHeader, header_crc)) != h.header_crc)
-      return Read::kNone;
-    if (h.payload_bytes > kMaxBlockBytes - kBlockHeaderBytes)
+    const BlockCheck check = check_block_header(h);
+    if (check == BlockCheck::kBadMagic || check == BlockCheck::kBadHeaderCrc) return Read::kNone;
+    if (check == BlockCheck::kTooLong)
       throw Error(ErrorCode::kCorruptFile,
                   path_ + ": the block at byte " + std::to_string(pos_) + " claims " +
                       std::to_string(h.payload_bytes) + " bytes",
@@ -498,7 +498,7 @@ class Follower {
     if (pread_full(fd_, mem.data() + at, h.payload_bytes, pos_ + sizeof hb, path_) <
         h.payload_bytes)
       return Read::kNone;
-    if (crc32c(mem.data() + at, h.payload_bytes) != h.payload_crc) return Read::kNone;
+    if (block_payload_crc(mem.data() + at, h.payload_bytes) != h.payload_crc) return Read::kNone;
     // The block alone behind the file header: the reader checks every event of it.
     TraceInput in = TraceInput::memory(std::move(mem), path_);
     const ReadResult r = read_binary_trace(in, rows_);
@@ -632,9 +632,9 @@ std::string derive_session(const std::string& path) {
   if (head.size() < first_block_end) return "";
   BlockHeader bh;
   std::memcpy(&bh, head.data() + fh.header_bytes, sizeof bh);
-  if (bh.magic != kBlockMagic ||
-      crc32c(head.data() + fh.header_bytes, offsetof(BlockHeader, header_crc)) != bh.header_crc)
-    return "";
+  // The identity needs a header that is one (magic and CRC); its length is not used here.
+  const BlockCheck check = check_block_header(bh);
+  if (check == BlockCheck::kBadMagic || check == BlockCheck::kBadHeaderCrc) return "";
   return hex64(fnv1a(std::string_view(head.data(), first_block_end)));
 }
 

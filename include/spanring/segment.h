@@ -57,17 +57,6 @@ class Segment {
   // permission failure, ENOENT when the name does not exist.
   static Segment open(const std::string& name);
 
-  // The creator of a segment whose creation never finished: `name` is a spanring-made name
-  // (spanring-...) in /dev/shm whose object has no magic and only its creator fields written
-  // (create() writes them before anything else, and the magic last). nullopt for anything else:
-  // a finished segment, another program's object, a name that does not exist. Whether the
-  // creator still runs is the caller's question (a creation in progress looks the same).
-  struct Creator {
-    uint32_t pid;
-    uint64_t start_time;  // clock ticks since boot, as process_start_time() reads it
-  };
-  static std::optional<Creator> unfinished_creator(const std::string& name) noexcept;
-
   // Removes the name (existing mappings stay valid). Returns false when there was nothing to
   // remove or the system refused.
   static bool remove(const std::string& name) noexcept;

@@ -1,7 +1,7 @@
 """Helpers of the python suite: run a Python program under the built `spanring run` and read
 its trace.
 
-SPANRING_EXE names the built CLI (build/drain/spanring); PYTHONPATH points at the build tree's
+SPANRING_EXE names the built CLI (build/cli/spanring); PYTHONPATH points at the build tree's
 package, and the traced program inherits both, so it imports the spanring just built.
 """
 import json

@@ -3,6 +3,7 @@
 // complete block and says where it was cut; corrupt files are refused with the byte offset.
 #include "binary_util.h"
 #include "drain/resume.h"
+#include "format/block_frame.h"
 
 #include <spanring/segment.h>
 
@@ -36,6 +37,43 @@ bool contains(const std::string& s, const std::string& what) {
 }  // namespace
 
 TEST_SUITE("binary") {
+
+TEST_CASE("a sealed block checks good, and each framing rule fails on its own field") {
+  char block[kBlockHeaderBytes + 5];
+  const BlockHeader open = open_block_header(7);
+  std::memcpy(block, &open, sizeof open);
+  std::memcpy(block + kBlockHeaderBytes, "hello", 5);
+  seal_block(block, 5);
+  BlockHeader h;
+  std::memcpy(&h, block, sizeof h);
+  CHECK(check_block_header(h) == BlockCheck::kGood);
+  CHECK(h.magic == kBlockMagic);
+  CHECK(h.seq == 7);
+  CHECK(h.payload_bytes == 5);
+  CHECK(h.payload_crc == crc32c("hello", 5));
+  CHECK(h.header_crc == crc32c(&h, offsetof(BlockHeader, header_crc)));
+  CHECK(block_payload_crc(block + kBlockHeaderBytes, 5) == h.payload_crc);
+
+  BlockHeader moved = h;
+  renumber_block(moved, 9);  // a block copied into another file: new seq, same payload CRC
+  CHECK(check_block_header(moved) == BlockCheck::kGood);
+  CHECK(moved.seq == 9);
+  CHECK(moved.payload_crc == h.payload_crc);
+
+  BlockHeader bad = h;
+  bad.magic ^= 1;
+  CHECK(check_block_header(bad) == BlockCheck::kBadMagic);
+  bad = h;
+  bad.seq ^= 1;  // any byte of the first 20 without a new header CRC
+  CHECK(check_block_header(bad) == BlockCheck::kBadHeaderCrc);
+  bad = h;
+  bad.payload_bytes = kMaxBlockPayloadBytes + 1;
+  bad.header_crc = block_header_crc(bad);
+  CHECK(check_block_header(bad) == BlockCheck::kTooLong);
+  bad.payload_bytes = kMaxBlockPayloadBytes;
+  bad.header_crc = block_header_crc(bad);
+  CHECK(check_block_header(bad) == BlockCheck::kGood);
+}
 
 TEST_CASE("crc32c is CRC-32C (Castagnoli) and chains over pieces") {
   CHECK(crc32c("123456789", 9) == 0xe3069283u);  // the standard check value

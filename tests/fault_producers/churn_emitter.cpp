@@ -1,5 +1,5 @@
 // churn_emitter: many short-lived threads, or more live threads than rings
-// (test_thread_churn.cpp).
+// (test_mp_fault_thread_churn.cpp).
 //
 //   churn_emitter --mode churn --out FILE.jsonl --threads N --alive A
 //     Starts N threads, at most A alive at a time (thread i reuses the slot of thread i - A,

@@ -1,4 +1,4 @@
-// daemon_emitter: a traced program that leaves a daemon behind (test_double_fork.cpp).
+// daemon_emitter: a traced program that leaves a daemon behind (test_mp_fault_double_fork.cpp).
 //
 //   daemon_emitter --out FILE.jsonl [--spans N]
 //

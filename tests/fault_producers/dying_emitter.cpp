@@ -1,5 +1,5 @@
 // dying_emitter: many short traced processes that end in every way a process ends
-// (test_dying_producers.cpp).
+// (test_mp_fault_dying.cpp).
 //
 //   dying_emitter --out FILE.jsonl --procs N --parallel P [--modes m1,m2,...]
 //   dying_emitter --out FILE.jsonl --child MODE --index I            (started by the above)

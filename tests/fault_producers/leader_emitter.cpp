@@ -1,5 +1,5 @@
 // leader_emitter: the main thread leaves with pthread_exit while other threads keep tracing
-// (test_leader_exit.cpp). The process lives on until its last thread exits; meanwhile
+// (test_mp_fault_leader_exit.cpp). The process lives on until its last thread exits; meanwhile
 // /proc/<pid>/stat shows the thread-group leader as a zombie (state Z).
 //
 //   leader_emitter --out FILE.jsonl [--workers W] [--spans N] [--pause-ms P] [--intruder 1]

@@ -1,5 +1,5 @@
-// The over-long and odd inputs of long_emitter.cpp and test_long_input.cpp, in one place so
-// that the test knows exactly which raw bytes the emitter passed. The test computes what the
+// The over-long and odd inputs of long_emitter.cpp and test_mp_fault_long_input.cpp, in one
+// place so that the test knows exactly which raw bytes the emitter passed. The test computes what the
 // output must be from the [STRACE] spec (fault::spec_encode), never from src/encode.cpp.
 //
 // Each case is emitted through every producer API it applies to, in this order:

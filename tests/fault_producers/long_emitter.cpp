@@ -1,5 +1,5 @@
 // long_emitter: over-long and odd inputs through every producer API, and a tiny ring driven to
-// its edge (test_long_input.cpp).
+// its edge (test_mp_fault_long_input.cpp).
 //
 //   long_emitter --out FILE.jsonl --mode cases
 //     Emits every case of long_cases.h through each API it applies to (long_cases::apis_of),

@@ -1,6 +1,6 @@
 // signal_emitter: spans emitted from signal handlers at a high rate, interrupting spans on the
 // same thread, including a thread whose first span of all is emitted in a handler
-// (test_signal_handlers.cpp).
+// (test_mp_fault_signals.cpp).
 //
 //   signal_emitter --out FILE.jsonl [--spans N]
 //

@@ -1,5 +1,5 @@
 // spawn_emitter: a traced program that starts copies of itself by posix_spawn, by vfork+execve
-// and by system() (test_spawn_exec.cpp).
+// and by system() (test_mp_fault_spawn_exec.cpp).
 //
 //   spawn_emitter --out FILE.jsonl [--spans N]              the parent
 //   spawn_emitter --out FILE.jsonl --child HOW [--spans N]  a child (HOW names how it started)

@@ -1,4 +1,4 @@
-// The traced program of the string-table tests (test_strings.cpp), run under `spanring run`.
+// The traced program of the string-table tests (test_mp_strings.cpp), run under `spanring run`.
 // Built with -O2 (tests/strings/meson.build): Span's literal names and keys take the compact
 // path (one slot, interned ids) only in optimized builds (literal detection).
 //

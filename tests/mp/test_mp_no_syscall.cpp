@@ -1,4 +1,4 @@
-// The hot path makes no syscall: tests/no_syscall_emitter.cpp, traced by `spanring run`, claims
+// The hot path makes no syscall: tests/mp/no_syscall_emitter.cpp, traced by `spanring run`, claims
 // its ring with one span, forbids every syscall with seccomp (trap and count), emits 100,000
 // spans through both producer APIs and exits with exit_group(trapped ? 1 : 0). A negative
 // control makes one getpid() after the filter to prove that the counter catches a syscall.

@@ -1,4 +1,4 @@
-// fork() from a non-main thread while other threads emit (tests/fork_emitter.cpp under
+// fork() from a non-main thread while other threads emit (tests/mp/fork_emitter.cpp under
 // `spanring run`): a child never writes into a ring it inherited, every record carries the pid
 // and tid of the process and thread that made it, no ring has two producers, and the counts
 // reconcile exactly with what the emitter says it emitted.

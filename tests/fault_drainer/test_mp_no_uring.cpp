@@ -2,7 +2,7 @@
 // as under Docker's default profile):
 // - by default the workload is never stopped: `spanring run` says so in one line, runs the
 //   command and writes its trace with write(2), byte for byte what the io_uring writer writes
-//   (the restart of a killed fallback drainer: test_drainer_restart.cpp);
+//   (the restart of a killed fallback drainer: test_mp_drainer_restart.cpp);
 // - with --require-tracing, `spanring run` says so in one line, exits non-zero and never
 //   starts the command; `spanring drain` says so in one line, exits non-zero and moves no ring
 //   tail (nothing was written, so nothing may be consumed).
@@ -183,7 +183,7 @@ TEST_CASE("without io_uring spanring run says so in one line, runs the command a
   const std::string det_emitter = spanring_test::exe_from_env("FAULT_DET_EMITTER");
   TempDir tmp;
   // The deterministic workload, into rings that hold all of it: the output is a function of
-  // the workload, the pid and the tid only (test_uring_faults.cpp checks the io_uring writer
+  // the workload, the pid and the tid only (test_mp_uring_faults.cpp checks the io_uring writer
   // against the same reference).
   constexpr uint64_t kRecords = 8000;
   const std::string out = tmp.file("out.strace");

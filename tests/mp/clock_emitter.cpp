@@ -1,4 +1,4 @@
-// clock_emitter: Spans bracketed by CLOCK_MONOTONIC reads, for tests/test_mp_clock.cpp.
+// clock_emitter: Spans bracketed by CLOCK_MONOTONIC reads, for tests/mp/test_mp_clock.cpp.
 //
 //   clock_emitter --out FILE.json [--spans N] [--gap-us G]
 //
@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   std::string out;
   uint64_t spans = 200;
   uint64_t gap_us = 5000;
-  CLI::App app{"clock_emitter: spans bracketed by CLOCK_MONOTONIC reads (tests/test_mp_clock.cpp)"};
+  CLI::App app{
+      "clock_emitter: spans bracketed by CLOCK_MONOTONIC reads (tests/mp/test_mp_clock.cpp)"};
   app.add_option("--out", out, "JSON lines file, one line per process")->required();
   app.add_option("--spans", spans, "spans in all, half of them in a forked child");
   app.add_option("--gap-us", gap_us, "sleep between spans, us");

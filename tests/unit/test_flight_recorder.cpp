@@ -3,7 +3,7 @@
 // and read back with the binary reader. The window stays within SIZE after every block, a
 // snapshot's overwritten range for an owner is exactly the sequence numbers before its first
 // one in the window, and owners that come and go (thread churn) leave bounded metadata.
-// The recorder under a real drainer and real processes: fault_drainer/test_flight_recorder.cpp.
+// The recorder under a real drainer and real processes: fault_drainer/test_mp_flight_recorder.cpp.
 #include "binary/binary_util.h"
 #include "drain/flight_recorder.h"
 #include "format/binary_reader.h"

@@ -1,4 +1,4 @@
-// Span times under `spanring run` (tests/clock_emitter.cpp): every span's [ts, ts + dur] lies
+// Span times under `spanring run` (tests/mp/clock_emitter.cpp): every span's [ts, ts + dur] lies
 // within the CLOCK_MONOTONIC reads the traced program took just before and after it. With an
 // invariant TSC, Spans are timed in TSC ticks and the drainer converts them (drain/tsc_clock.h);
 // SPANRING_CLOCK=monotonic makes the producer read CLOCK_MONOTONIC, which must be exact.
