@@ -14,6 +14,7 @@
 #include <spanring/segment.h>
 
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +160,18 @@ int run_flight(const std::string& out_path, const std::string& format,
 }
 
 
+// Undoes what opening the output did when no trace will be written after all (the segment
+// could not be created): the empty file goes, and a file it replaced (kept as `old`, FILE.old)
+// comes back. Only a regular file that is still empty is touched: never stdout, a device, a
+// pipe or anything already written.
+void discard_unused_output(const std::string& out_path, const std::string& old) {
+  if (is_stdout_path(out_path)) return;
+  struct stat st {};
+  if (::lstat(out_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0) return;
+  if (!old.empty() && ::rename(old.c_str(), out_path.c_str()) == 0) return;
+  ::unlink(out_path.c_str());
+}
+
 // Runs `cmd` traced into `out_path` (empty: spanring-<pid>.strace, or .sptrace for binary; "-":
 // stdout, and `cmd`'s own stdout then goes to spanring's stderr so that it cannot mix into the
 // trace) in `format` ("strace" or "binary"), plus [STRACE] text into `also_path` when not
@@ -188,15 +201,23 @@ int run_traced(std::string out_path, const std::string& format, const std::strin
   // The output first: a file that cannot be opened stops everything, before the command.
   // Without io_uring the writer falls back to write(2) unless tracing is required.
   const std::string old = keep_existing(out_path, policy.force);
-  if (!old.empty())
-    std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(), old.c_str());
   OutputFiles output(writer_path(out_path), 0, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, true, 0, fallback_for(require_tracing));
   say_fallback(output.writer());
   const std::string name = unique_segment_name();
-  std::optional<Segment> created =
-      create_segment_or_say(name, opts, require_tracing, cmd, "no trace is written");
-  if (!created) return run_untraced(cmd);
+  std::optional<Segment> created;
+  try {
+    created = create_segment_or_say(name, opts, require_tracing, cmd, "no trace is written");
+  } catch (...) {
+    discard_unused_output(out_path, old);
+    throw;
+  }
+  if (!created) {
+    discard_unused_output(out_path, old);
+    return run_untraced(cmd);
+  }
+  if (!old.empty())  // said once it is for good: an untraced run puts the file back
+    std::fprintf(stderr, "spanring: kept the existing %s as %s\n", out_path.c_str(), old.c_str());
   Segment& segment = *created;
   refuse_snapshot_signal();  // before the segment line tells anyone our pid
   DrainerLock lock(segment);

@@ -1,6 +1,8 @@
 // OutputFiles (drain/output_files.h).
 #include "drain/output_files.h"
 
+#include <sys/stat.h>
+
 #include <spanring/error.h>
 
 #include <cerrno>
@@ -53,6 +55,15 @@ OutputFiles::OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fal
                          const OutputLimits& limits)
     : path_(std::move(path)), fallback_(fallback), limits_(limits) {
   check_limits(limits_);
+  // Rotation renames the path itself (FILE -> FILE.1): a symbolic link would be replaced by the
+  // file behind it and the link lost, as /dev/stdout would be for `-o -`. Refused before
+  // anything is opened.
+  struct stat st {};
+  if (limits_.rotating() && ::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    throw Error(ErrorCode::kInvalidArgument,
+                "--rotate needs a regular file (it renames FILE to FILE.1 when it fills): " +
+                    path_ + " is a symbolic link (as stdout is, for -o -)",
+                EINVAL, path_);
   writer_ = std::make_unique<UringWriter>(path_, 8, keep_bytes, fallback_);
   if (limits_.rotating() && !writer_->seekable())
     throw Error(ErrorCode::kInvalidArgument,

@@ -16,7 +16,8 @@ __extension__ typedef unsigned __int128 u128;  // 64x64 -> 128-bit products
 
 constexpr uint64_t kSampleEveryNs = 10'000'000;  // 10 ms
 
-// The producer's counter (src/producer.h, read_tsc): the TSC, or cntvct_el0 on aarch64.
+// The producer's counter (read_tsc, include/spanring/thread_state.h): the TSC, or cntvct_el0
+// on aarch64.
 uint64_t rdtsc() {
 #if defined(__x86_64__)
   return __rdtsc();

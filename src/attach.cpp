@@ -278,8 +278,12 @@ bool claim_ring(ThreadState& t) noexcept {
   const ProcessState& p = g_process;
   const uint32_t tid = static_cast<uint32_t>(::syscall(SYS_gettid));
   for (uint32_t i = 0; i < p.ring_count; ++i) {
-    // Start at a slot derived from the tid so that threads starting together rarely collide.
-    RingHeader& r = p.rings[(tid + i) % p.ring_count];
+    // The lowest free ring: a ring's pages stay committed once a thread claimed it, so reusing
+    // the rings that earlier (now exited) threads committed keeps a segment's memory at its
+    // most threads alive at once, not at every thread that ever traced (threads started one
+    // after another would otherwise commit ring after ring). Threads starting together try
+    // the same rings first; the relaxed pre-check below keeps that to a load per ring taken.
+    RingHeader& r = p.rings[i];
     uint32_t expected = kRingFree;
     // relaxed pre-check avoids dirtying the cache line of rings in use.
     if (r.state.load(std::memory_order_relaxed) != kRingFree) continue;
@@ -308,10 +312,20 @@ bool claim_ring(ThreadState& t) noexcept {
                 first - start + uint64_t{p.ring_capacity} * kSlotBytes,
                 MADV_POPULATE_WRITE) != 0 &&
         errno != EINVAL) {
+      // /dev/shm is full. The call may have committed part of the ring before it failed: give
+      // those pages back (MADV_REMOVE punches them out of the object), or every failed claim
+      // would keep some and fewer rings would fit than `spanring run` said. Only pages wholly
+      // inside this ring: the edge pages hold another ring's slots or the string table. The
+      // rings after this one are as uncommitted as it was (the lowest free ring is tried
+      // first), so the claim gives up instead of failing on each of them.
+      const uintptr_t end = first + uint64_t{p.ring_capacity} * kSlotBytes;
+      const uintptr_t lo = page != 0 ? (first + page - 1) & ~(page - 1) : end;
+      const uintptr_t hi = page != 0 ? end & ~(page - 1) : end;
+      if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_REMOVE);
       // release: the next claimer's acquire of kRingFree must still see what the drainer
       // published with its own release of kRingFree (tail == head), which our CAS acquired.
       r.state.store(kRingFree, std::memory_order_release);
-      continue;
+      return false;
     }
     r.owner_pid = p.pid;
     r.owner_tid = tid;

@@ -56,6 +56,15 @@ bool is_empty_input(TraceInput& in) { return in.peek(1).empty(); }
 std::string keep_existing(const std::string& path, bool force) {
   struct stat st {};
   if (force || is_stdout_path(path) || !is_regular(path, &st) || st.st_size == 0) return "";
+  // A symbolic link to a file that holds something (/dev/stdout appending to a file, say):
+  // renaming would move the link, not the file, and writing through it would empty the file.
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    throw Error(ErrorCode::kInvalidArgument,
+                path + " is a symbolic link to a file that is not empty, which spanring would "
+                       "overwrite: give the file's own path (its old content is then kept as "
+                       "FILE.old) or --force",
+                EINVAL, path);
   const std::string old = path + ".old";
   if (::rename(path.c_str(), old.c_str()) != 0)
     throw Error("cannot keep the existing " + path + " as " + old + ": " + std::strerror(errno) +

@@ -51,7 +51,8 @@ bool is_empty_input(TraceInput& in);
 // Keeps an existing output before it is overwritten: when `path` is a regular file holding at
 // least one byte and `force` is false, renames it to `path`.old (replacing an older one) and
 // returns that name; otherwise (no such file, empty, not a regular file, "-", force) returns ""
-// and leaves it alone. Throws Error when the rename fails.
+// and leaves it alone. Throws Error when the rename fails, and (kInvalidArgument) for a
+// symbolic link to a non-empty regular file, which it cannot keep.
 std::string keep_existing(const std::string& path, bool force);
 
 // The output of a command that may reject its input (convert, report). Writes to stdout for ""

@@ -473,9 +473,19 @@ TEST_CASE("bounds that cannot be kept are refused before the command starts") {
       {{"--rotate", "lots", "-o", tmp.file("e")}, "SIZE must be a size"},
       // stdout is run_process' pipe: a pipe cannot be rotated.
       {{"--rotate", "1M", "-o", "/dev/stdout"}, "--rotate needs a regular file"},
+      // Rotation renames the path: a symbolic link (stdout redirected to a file, for -o -, or
+      // a link to a file) would be replaced, so it is refused whatever it points to.
+      {{"--rotate", "1M", "-o", "-"}, "is a symbolic link"},
+      {{"--rotate", "1M", "-o", tmp.file("link")}, "is a symbolic link"},
       {{"--rotate", "1M", "--also-strace", tmp.file("f"), "-o", tmp.file("g")},
        "--rotate and --also-strace do not go together"},
   };
+  const std::string target = tmp.file("target");
+  std::FILE* f = std::fopen(target.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs("kept\n", f);
+  std::fclose(f);
+  REQUIRE(::symlink(target.c_str(), tmp.file("link").c_str()) == 0);
   for (const Case& c : cases) {
     std::vector<std::string> argv = {spanring, "run"};
     argv.insert(argv.end(), c.options.begin(), c.options.end());
@@ -487,6 +497,10 @@ TEST_CASE("bounds that cannot be kept are refused before the command starts") {
     CHECK(r.err.find(c.says) != std::string::npos);
     CHECK_MESSAGE(!file_exists(marker), "the command ran");
   }
+  struct stat st {};
+  REQUIRE(::lstat(tmp.file("link").c_str(), &st) == 0);
+  CHECK_MESSAGE(S_ISLNK(st.st_mode), "the link given to --rotate was replaced");
+  CHECK(spanring_test::read_file(target) == "kept\n");
 }
 
 TEST_CASE("--max-size keeps a text trace under its size, valid, and counts every record it kept out") {

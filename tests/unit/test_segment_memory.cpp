@@ -66,4 +66,15 @@ TEST_CASE("a segment commits its tables at creation and a ring's slots at the ri
   CHECK_MESSAGE(text.find("4.0 MiB per ring a thread claimed") != std::string::npos, text);
   CHECK_MESSAGE(text.find("1 rings committed") != std::string::npos, text);
   CHECK(format_stat_json(s).find("\"rings_committed\": 1") != std::string::npos);
+
+  // A claim takes the lowest free ring, so that threads started one after another reuse the
+  // rings earlier threads committed: the first thread took ring 0; a second one (ring 0 stays
+  // its owner's until a drainer frees it) takes ring 1, and the other two stay uncommitted.
+  CHECK(seg.ring(0).state.load(std::memory_order_acquire) != kRingFree);
+  std::thread([] { CHECK(emit("mem.two", 1, 1)); }).join();
+  CHECK(seg.ring(1).state.load(std::memory_order_acquire) != kRingFree);
+  CHECK(seg.ring(2).state.load(std::memory_order_acquire) == kRingFree);
+  CHECK(seg.ring(3).state.load(std::memory_order_acquire) == kRingFree);
+  s = read_segment_stat(seg.view(), name, seg.size());
+  CHECK(s.rings_committed == 2);
 }
