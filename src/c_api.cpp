@@ -8,8 +8,7 @@
 
 extern "C" void spanring_emit(const spanring_span* span) {
   if (span == nullptr || !spanring::enabled()) return;
-  spanring::record_any(span->name, span->invocation_id, span->callable_hash, span->depth,
-                        span->timestamp_ns, span->duration_ns, span->attributes);
+  spanring::record_any(*span);
 }
 
 extern "C" int spanring_enabled(void) { return spanring::enabled() ? 1 : 0; }

@@ -13,6 +13,7 @@
 #include <spanring/thread_state.h>
 
 #include <spanring/segment_layout.h>
+#include <spanring/spanring.h>
 
 #include <pthread.h>
 #include <time.h>
@@ -67,10 +68,11 @@ inline constexpr uint32_t kNoRingRetry = 1024;
 
 // ---- span.cpp
 
-// emit_record() once tracing is known to be enabled: the C ABI's spanring_emit calls it
-// directly (a hidden symbol: no call through the PLT, as to the exported emit_record).
-bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
-                int64_t dur_ns, const char* attrs) noexcept;
+// The C ABI's spanring_emit once tracing is known to be enabled, and emit_record's path: one
+// text record from the caller's struct (a hidden symbol: no call through the PLT). By reference:
+// the fields are read after the two string lengths are measured, so none of them is held across
+// those calls.
+bool record_any(const spanring_span& s) noexcept;
 
 // ---- clock_anchor.cpp
 

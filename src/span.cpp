@@ -149,13 +149,37 @@ __attribute__((always_inline)) inline bool emit_checked(
 }  // namespace
 
 
-bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
-                int64_t dur_ns, const char* attrs) noexcept {
-  const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
+namespace {
+
+// Everything record_any's common case leaves: an invalid record (counted as such), a thread
+// without a ring or state, a busy thread (a signal handler inside a write), a vfork child, a
+// start before the clock anchor its ring announced. Out of line: its stack frame (the guard,
+// the ring claim, the anchor) is not set up for the common case. It reads the numbers from
+// `s` again; the strings come as record_any measured them.
+__attribute__((noinline, cold)) bool record_any_slow(const spanring_span& s, const char* name,
+                                                     uint32_t name_len, const char* attrs,
+                                                     uint32_t attrs_len) noexcept {
+  if (before_anchor(s.timestamp_ns)) lower_anchor(attrs, attrs_len);
+  return emit_checked(name, name_len, s.invocation_id, s.callable_hash, s.depth, s.timestamp_ns,
+                      s.duration_ns, attrs, attrs_len);
+}
+
+}  // namespace
+
+bool record_any(const spanring_span& s) noexcept {
+  // The pointers are read once: the lengths measured are those of the bytes copied.
+  const char* const name = s.name;
+  const char* const attrs = s.attributes;
   const uint32_t name_len = bounded_len(name, kNameRawMax);
+  const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
+  // The numbers are read after the lengths: held across the two calls they would each take a
+  // saved register.
+  const int64_t ts_ns = s.timestamp_ns;
+  const int64_t dur_ns = s.duration_ns;
+  const int32_t depth = s.depth;
   // The common case first, with one test per condition: a valid record (a name, nothing
   // negative), a thread with a ring, not busy, not a vfork child, ts not before what its ring
-  // announced (early_ns: then before_anchor is false too). Everything else below.
+  // announced (early_ns: then before_anchor is false too). Everything else: record_any_slow.
   ThreadState* const t = t_self;
   if (__builtin_expect(t != nullptr && t->ring.shared() != nullptr && name_len != 0 &&
                            (ts_ns | dur_ns | depth) >= 0 &&
@@ -164,9 +188,10 @@ bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int
                        1)) {
     t->busy = 1;
     std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
-    const bool stored =
-        t->ring.write(name, name_len, attrs, attrs_len, static_cast<uint64_t>(ts_ns),
-                      static_cast<uint64_t>(dur_ns), inv, hid, static_cast<uint32_t>(depth), 0);
+    const bool stored = t->ring.write(name, name_len, attrs, attrs_len,
+                                      static_cast<uint64_t>(ts_ns), static_cast<uint64_t>(dur_ns),
+                                      s.invocation_id, s.callable_hash,
+                                      static_cast<uint32_t>(depth), 0);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     t->busy = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -175,14 +200,14 @@ bool record_any(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int
       detail::flush_reentrant(*t);
     return stored;
   }
-  if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
-  return emit_checked(name, name_len, inv, hid, depth, ts_ns, dur_ns, attrs, attrs_len);
+  return record_any_slow(s, name, name_len, attrs, attrs_len);
 }
 
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept {
   if (!enabled()) return false;
-  return record_any(name, inv, hid, depth, ts_ns, dur_ns, attrs);
+  const spanring_span s{inv, hid, depth, 0, ts_ns, dur_ns, name, attrs};
+  return record_any(s);
 }
 
 namespace detail {
