@@ -9,6 +9,7 @@
 #include <spanring/spanring.h>
 
 #include <cstddef>
+#include <cstring>
 
 static_assert(sizeof(SimplerHostSpan) == SPANRING_SIMPLER_HOST_SPAN_V1_SIZE,
               "the v1 struct of the runtime's header is 64 bytes on LP64");
@@ -19,9 +20,9 @@ static_assert(offsetof(SimplerHostSpan, name) == 48);
 static_assert(offsetof(SimplerHostSpan, attributes) == 56);
 
 // Past its first 8 bytes (abi_version, struct_size) the v1 struct is the C ABI's spanring_span,
-// field for field: the adapter hands spanring_emit a pointer to those 56 bytes instead of
-// copying them or passing seven arguments (the record path reads the numbers only after it
-// has measured the strings, so it holds none of them across those calls).
+// field for field: the adapter copies those 56 bytes into one and hands it to spanring_emit
+// (the record path reads the numbers only after it has measured the strings, so it holds none
+// of them across those calls).
 constexpr size_t kSpanringSpanAt = offsetof(SimplerHostSpan, invocation_id);
 static_assert(sizeof(spanring_span) == SPANRING_SIMPLER_HOST_SPAN_V1_SIZE - kSpanringSpanAt);
 static_assert(offsetof(spanring_span, invocation_id) + kSpanringSpanAt ==
@@ -61,6 +62,9 @@ extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostS
   // Every v1 field maps one to one onto a spanring record (the [STRACE] line's fields);
   // `reserved` is ignored. NULL/empty name and negative depth/ts/dur are spanring_emit's
   // `invalid`. The v1 fields past the first 8 bytes are a spanring_span (asserted above).
-  spanring_emit(reinterpret_cast<const spanring_span*>(reinterpret_cast<const char*>(span) +
-                                                       kSpanringSpanAt));
+  // Copied, not cast: reading a SimplerHostSpan through a spanring_span pointer would break
+  // the aliasing rules, whatever the layout; the copy is a few register moves.
+  spanring_span fields;
+  std::memcpy(&fields, reinterpret_cast<const char*>(span) + kSpanringSpanAt, sizeof fields);
+  spanring_emit(&fields);
 }

@@ -50,7 +50,9 @@ void print_summary(const Drainer& d, const std::string& out, bool ok,
       {DropReason::kNoRing,
        "a thread got no ring (every ring was taken, or /dev/shm had no room to commit one): "
        "raise --rings, or give /dev/shm more room"},
-      {DropReason::kInvalid, "the caller passed an empty name or a negative ts, dur or depth"},
+      {DropReason::kInvalid,
+       "the caller passed a record that cannot be written: an empty name, a negative ts, dur "
+       "or depth, or (spanring-simpler) no span, or one of another ABI version or size"},
       {DropReason::kCorrupt,
        "unreadable records: in rings quarantined as corrupt, or naming a string-table entry "
        "that did not check (see the lines above)"},

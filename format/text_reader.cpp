@@ -126,12 +126,22 @@ bool check_encoded(Cursor& c, std::string_view v, size_t from, bool is_name) {
   return true;
 }
 
-bool parse_reason(std::string_view r, DropReason* out) {
-  static constexpr std::pair<std::string_view, DropReason> kReasons[] = {
+constexpr std::pair<std::string_view, DropReason> kReasons[] = {
       {"ring_full", DropReason::kRingFull}, {"invalid", DropReason::kInvalid},
       {"no_ring", DropReason::kNoRing},     {"corrupt", DropReason::kCorrupt},
       {"vfork", DropReason::kVfork},        {"reentrant", DropReason::kReentrant},
       {"max_size", DropReason::kMaxSize},   {"overwritten", DropReason::kOverwritten}};
+
+// "ring_full, invalid, ... or overwritten": every reason the reader accepts, for its error.
+std::string known_reasons() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kReasons); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == std::size(kReasons) ? " or " : ", ") +
+           std::string(kReasons[i].first);
+  return out;
+}
+
+bool parse_reason(std::string_view r, DropReason* out) {
   for (const auto& [name, reason] : kReasons)
     if (r == name) {
       *out = reason;
@@ -239,7 +249,7 @@ class TextParser {
     if (c.i != c.s.size() || !parse_reason(r, &reason)) {
       c.i = reason_at;
       return c.fail("unknown drop reason " + c.show_here() +
-                    " (ring_full, invalid, no_ring, corrupt or vfork)");
+                    " (" + known_reasons() + ")");
     }
     if (last < first) return c.fail("last_seq " + std::to_string(last) + " < first_seq");
     v_.drops(DropsEvent{static_cast<uint32_t>(pid), static_cast<uint32_t>(tid), n, first, last,

@@ -159,7 +159,9 @@ namespace {
 __attribute__((noinline, cold)) bool record_any_slow(const spanring_span& s, const char* name,
                                                      uint32_t name_len, const char* attrs,
                                                      uint32_t attrs_len) noexcept {
-  if (before_anchor(s.timestamp_ns)) lower_anchor(attrs, attrs_len);
+  // Only a record that will be published may move the anchor: an invalid one is a drop marker.
+  if (name_len != 0 && s.duration_ns >= 0 && s.depth >= 0 && before_anchor(s.timestamp_ns))
+    lower_anchor(attrs, attrs_len);
   return emit_checked(name, name_len, s.invocation_id, s.callable_hash, s.depth, s.timestamp_ns,
                       s.duration_ns, attrs, attrs_len);
 }
@@ -272,15 +274,18 @@ inline Context context() noexcept {
 bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attrs) noexcept {
   const Context t = context();
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
-  if (before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
-  return emit_checked(name, bounded_len(name, kNameRawMax), t.inv, t.hid, t.depth, ts_ns, dur_ns,
-                      attrs, attrs_len);
+  const uint32_t name_len = bounded_len(name, kNameRawMax);
+  // Only a record that will be published may move the anchor (emit_checked's test).
+  if (name_len != 0 && dur_ns >= 0 && before_anchor(ts_ns)) lower_anchor(attrs, attrs_len);
+  return emit_checked(name, name_len, t.inv, t.hid, t.depth, ts_ns, dur_ns, attrs, attrs_len);
 }
 
 bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
                   uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept {
   const Context t = context();
-  if (__builtin_expect(before_anchor(ts_ns), 0)) lower_anchor(attrs, attrs_len);
+  // Only a record that will be published may move the anchor (a negative dur is invalid).
+  if (__builtin_expect(name_len != 0 && dur_ns >= 0 && before_anchor(ts_ns), 0))
+    lower_anchor(attrs, attrs_len);
   const uint32_t depth = t.depth;
   // Compact: both ids known, ts and dur in range (negative ones are invalid: emit_checked).
   if (ts_ns >= 0 && static_cast<uint64_t>(dur_ns) <= 0xffffffffu && depth <= 0xff) {

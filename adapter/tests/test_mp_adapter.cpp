@@ -67,6 +67,10 @@ void check_adapter_run(const TracedRun& r, const std::vector<nlohmann::json>& em
   CHECK(r.summary.dropped == invalid);
   CHECK(trace.dropped_total == invalid);
   for (const DropsLine& d : trace.drops) CHECK(d.reason == "invalid");
+  // A refused span (its ts 0 or unread) moves no clock anchor: every span the stand-in sent
+  // starts after its process attached, so no anchor is lowered to the clock's origin.
+  for (const AnchorLine& a : trace.anchors)
+    CHECK_MESSAGE(a.mono_ns != 0, "pid ", a.pid, "'s anchor was lowered to the clock's origin");
 
   // One line per span sent, in the sending thread's order, field by field.
   std::map<std::pair<uint64_t, uint64_t>, std::vector<const SpanLine*>> got;
