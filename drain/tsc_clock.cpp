@@ -1,13 +1,11 @@
 #include "drain/tsc_clock.h"
 
+#include <spanring/thread_state.h>
+
 #include <time.h>
 
 #include <algorithm>
 #include <stdexcept>
-
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace spanring {
 namespace {
@@ -16,19 +14,9 @@ __extension__ typedef unsigned __int128 u128;  // 64x64 -> 128-bit products
 
 constexpr uint64_t kSampleEveryNs = 10'000'000;  // 10 ms
 
-// The producer's counter (read_tsc, include/spanring/thread_state.h): the TSC, or cntvct_el0
-// on aarch64.
-uint64_t rdtsc() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#elif defined(__aarch64__)
-  uint64_t ticks;
-  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
-  return ticks;
-#else
-  return 0;
-#endif
-}
+// The producer's counter: the TSC, or cntvct_el0 on aarch64 (the one read_tsc the producer
+// inlines, include/spanring/thread_state.h).
+uint64_t rdtsc() { return detail::read_tsc(); }
 
 uint64_t mono_ns() {
   timespec ts;
