@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -59,8 +60,15 @@ TEST_CASE("a segment commits its tables at creation and a ring's slots at the ri
   std::thread([] { CHECK(emit("mem.one", 1, 1)); }).join();
   s = read_segment_stat(seg.view(), name, seg.size());
   CHECK(s.rings_committed == 1);
-  CHECK(s.shm_bytes >= tables + kRingBytes);
-  CHECK(s.shm_bytes < tables + 2 * kRingBytes);
+  // qemu-user (.ci/run's aarch64 step sets SPANRING_TEST_EXEC_WRAPPER) answers madvise with
+  // success and commits nothing, so there the pages come with the first stores instead.
+  const char* wrapper = std::getenv("SPANRING_TEST_EXEC_WRAPPER");
+  if (wrapper != nullptr && *wrapper != '\0') {
+    MESSAGE("under ", wrapper, " madvise commits nothing: the committed bytes are not checked");
+  } else {
+    CHECK(s.shm_bytes >= tables + kRingBytes);
+    CHECK(s.shm_bytes < tables + 2 * kRingBytes);
+  }
   const std::string text = format_stat_text(s);
   CHECK_MESSAGE(text.find("memory: ") != std::string::npos, text);
   CHECK_MESSAGE(text.find("4.0 MiB per ring a thread claimed") != std::string::npos, text);
