@@ -32,6 +32,36 @@ std::string pad(std::string s, size_t w, bool right) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
+// A text table whose cells never run together: a right-aligned column (numbers) is as wide as
+// its `min_width` or its widest cell plus one space, whichever is more, so a wide number (a
+// count of 10 digits, a total of hours in us) moves its column over instead of touching its left
+// neighbour; a left-aligned column followed by another left-aligned one grows the same way. A
+// left-aligned cell before a right-aligned column may overflow into that column's padding (a
+// long thread label), which keeps the other rows as they were.
+struct Column {
+  size_t min_width;
+  bool right;  // right-aligned (numbers)
+};
+
+std::string render_table(const std::vector<Column>& cols,
+                         const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(cols.size());
+  for (size_t c = 0; c < cols.size(); ++c) {
+    w[c] = cols[c].min_width;
+    const bool grows = cols[c].right || (c + 1 < cols.size() && !cols[c + 1].right);
+    if (!grows) continue;
+    for (const auto& row : rows)
+      if (c < row.size()) w[c] = std::max(w[c], row[c].size() + 1);
+  }
+  std::string o;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < cols.size(); ++c)
+      o += pad(row[c], w[c], cols[c].right);
+    o += "\n";
+  }
+  return o;
+}
+
 // Raw bytes (a thread name, a command line) shown in a table: printable ASCII as is.
 std::string shown(std::string_view raw) { return printable_prefix(raw, raw.size()); }
 
@@ -399,26 +429,26 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
     o += device ? "\ndevice-clock spans (clk=dev; device-clock ns, not comparable with host "
                   "time)\n"
                 : "\nhost spans (CLOCK_MONOTONIC; us)\n";
-    o += pad("span name", w, false) + pad("count", 10, true) +
-         pad(std::string("total ") + unit, 16, true) + pad(std::string("mean ") + unit, 14, true) +
-         pad(std::string("p50 ") + unit, 14, true) + pad(std::string("p99 ") + unit, 14, true) +
-         pad(std::string("max ") + unit, 14, true) + "\n";
+    const std::string u(unit);
+    std::vector<std::vector<std::string>> cells{
+        {"span name", "count", "total " + u, "mean " + u, "p50 " + u, "p99 " + u, "max " + u}};
     for (const Row& r : table) {
       if (r.device != device) continue;
-      o += pad(decoded(r.name), w, false) + pad(std::to_string(r.count), 10, true) +
-           pad(t(r.total_ns), 16, true) + pad(t(static_cast<uint64_t>(r.mean_ns + 0.5)), 14, true) +
-           pad(t(r.p50_ns), 14, true) + pad(t(r.p99_ns), 14, true) + pad(t(r.max_ns), 14, true) +
-           "\n";
+      cells.push_back({decoded(r.name), std::to_string(r.count), t(r.total_ns),
+                       t(static_cast<uint64_t>(r.mean_ns + 0.5)), t(r.p50_ns), t(r.p99_ns),
+                       t(r.max_ns)});
     }
+    o += render_table({{w, false}, {10, true}, {16, true}, {14, true}, {14, true}, {14, true},
+                       {14, true}},
+                      cells);
   }
 
   if (!procs_.empty()) {
     size_t tw = 6;
     for (const auto& [pid, p] : procs_)
       for (const auto& [tid, th] : p.threads) tw = std::max(tw, std::min<size_t>(th.label().size(), 40));
-    o += "\n" + pad("pid", 10, false) + pad("tid", 10, false) + pad("thread", tw + 2, false) +
-         pad("records", 10, true) + pad("dropped", 10, true) + pad("unfinished", 12, true) +
-         "  command line\n";
+    std::vector<std::vector<std::string>> cells{
+        {"pid", "tid", "thread", "records", "dropped", "unfinished", "  command line"}};
     for (const auto& [pid, p] : procs_) {
       uint64_t rec = 0, drop = 0, unf = 0;
       for (const auto& [tid, t] : p.threads) {
@@ -436,16 +466,16 @@ std::string TraceReport::to_text(const ReadResult& result, const std::string& so
                                                             : "(command line not recorded)") +
                (fam.empty() ? "" : " spans: " + joined(fam, ", "));
       }
-      o += pad(std::to_string(pid), 10, false) + pad("", 10, false) + pad("", tw + 2, false) +
-           pad(std::to_string(rec), 10, true) + pad(std::to_string(drop), 10, true) +
-           pad(std::to_string(unf), 12, true) + "  " + what + "\n";
+      cells.push_back({std::to_string(pid), "", "", std::to_string(rec), std::to_string(drop),
+                       std::to_string(unf), "  " + what});
       if (pid == 0) continue;
       for (const auto& [tid, t] : p.threads)
-        o += pad("", 10, false) + pad(std::to_string(tid), 10, false) +
-             pad(t.label(), tw + 2, false) + pad(std::to_string(t.records), 10, true) +
-             pad(std::to_string(t.dropped), 10, true) + pad(std::to_string(t.unfinished), 12, true) +
-             "\n";
+        cells.push_back({"", std::to_string(tid), t.label(), std::to_string(t.records),
+                         std::to_string(t.dropped), std::to_string(t.unfinished)});
     }
+    o += "\n" + render_table({{10, false}, {10, false}, {tw + 2, false}, {10, true}, {10, true},
+                              {12, true}, {0, false}},
+                             cells);
   }
 
   if (!drops_.empty()) {

@@ -221,6 +221,48 @@ TEST_CASE("report numbers of a hand-written [STRACE] trace equal the hand-comput
   CHECK(text.find("(no command line in [STRACE] text) spans: a.*, b.*\n") != std::string::npos);
 }
 
+TEST_CASE("the report's tables keep every cell apart when numbers outgrow their columns") {
+  // A 30-hour span: 1.08e14 ns is 108000000000.000 us, 16 characters, wider than the 14 of the
+  // mean, p50, p99 and max columns.
+  const std::string t =
+      "[STRACE] v=1 pid=4194304 tid=4194305 inv=0 hid=0 depth=0 name=long.span ts=100 "
+      "dur=108000000000000 \n"
+      "[STRACE] v=1 pid=4194304 tid=4194305 inv=0 hid=0 depth=0 name=short ts=200 dur=5 \n";
+  TraceInput in = TraceInput::memory(t, "wide");
+  std::string text;
+  {
+    TraceOutput out = TraceOutput::memory(&text);
+    std::string e;
+    REQUIRE(run_report(in, out, false, &e) == 0);
+    out.finish();
+  }
+  INFO(text);
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> f;
+    size_t i = 0;
+    while ((i = line.find_first_not_of(' ', i)) != std::string::npos) {
+      const size_t e = line.find(' ', i);
+      f.push_back(line.substr(i, e == std::string::npos ? std::string::npos : e - i));
+      i = e;
+    }
+    return f;
+  };
+  auto line_starting = [&](const std::string& prefix) {
+    const size_t at = text.find("\n" + prefix);
+    REQUIRE(at != std::string::npos);
+    return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  const std::string us = "108000000000.000";
+  CHECK(fields(line_starting("long.span")) ==
+        std::vector<std::string>{"long.span", "1", us, us, us, us, us});
+  CHECK(fields(line_starting("short")) ==
+        std::vector<std::string>{"short", "1", "0.005", "0.005", "0.005", "0.005", "0.005"});
+  // The columns still line up: each number ends where its header does.
+  const std::string header = line_starting("span name");
+  const std::string row = line_starting("long.span");
+  CHECK(header.size() == row.size());
+}
+
 TEST_CASE("the report shows names decoded, keeps the [STRACE] spelling in --json, and labels lanes by role") {
   const std::string pre = "[STRACE] v=1 pid=7 tid=8 inv=0 hid=0 depth=0 ";
   const std::string t = pre + "name=ext.app.odd%20name%3Dx ts=100 dur=5 why=%5Bdemo%5D\n" +
