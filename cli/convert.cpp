@@ -25,6 +25,12 @@ int convert_file(const std::string& in_path, ConvertTo to, const std::string& ou
   const ReadResult r = convert_trace(in, out.out(), to);
   const std::string what = to == ConvertTo::kStrace ? "[STRACE] text" : "Chrome JSON";
   for (const std::string& n : r.notes) std::fprintf(stderr, "spanring: note: %s\n", n.c_str());
+  if (r.holds_nothing()) {
+    out.discard();
+    std::fprintf(stderr, "spanring: %s holds no trace: %s\n", in.name().c_str(),
+                 r.message.c_str());
+    return kExitFailed;
+  }
   switch (r.status) {
     case ReadResult::Status::kComplete:
     case ReadResult::Status::kCut: {

@@ -160,7 +160,7 @@ bool is_binary_trace(std::string_view first_bytes) noexcept {
 
 ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* last_block_seq) {
   ReadResult r;
-  r.format = "spanring binary trace v" + std::to_string(kTraceVersion);
+  r.format = "spanring binary trace";  // the version is added once the file header is read
   if (last_block_seq) *last_block_seq = UINT64_MAX;
   const uint64_t start = in.offset();
   auto at = [&](uint64_t off) { return "byte " + std::to_string(off); };

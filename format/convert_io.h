@@ -117,6 +117,9 @@ struct ReadResult {
   uint64_t events = 0;        // events delivered
   std::vector<std::string> notes;  // facts worth a line that are not errors (a missing block)
   bool ok() const noexcept { return status == Status::kComplete || status == Status::kCut; }
+  // Cut before anything complete: a binary file cut inside its file header, a text file cut
+  // inside its first line. There is nothing to convert or report, so the commands reject it.
+  bool holds_nothing() const noexcept { return status == Status::kCut && good_bytes == 0; }
 };
 
 // The first `n` bytes of `s` shown for a message: printable ASCII as is, others as \xNN.

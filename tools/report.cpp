@@ -534,6 +534,10 @@ int run_report(TraceInput& in, TraceOutput& out, bool json, std::string* err) {
   }
   TraceReport report;
   const ReadResult r = read_trace(in, report);
+  if (r.holds_nothing()) {
+    *err = in.name() + " holds no trace: " + r.message;
+    return 1;
+  }
   switch (r.status) {
     case ReadResult::Status::kNotATrace:
       *err = in.name() + " is not a trace: " + r.message;

@@ -258,19 +258,31 @@ TEST_CASE("convert and report refuse an empty input alike, and a rejected input 
   const std::string empty = in_dir + "/empty.strace";
   const std::string hello = in_dir + "/hello.txt";
   const std::string corrupt = in_dir + "/corrupt.sptrace";
+  // Cut before anything complete: inside the binary magic, inside the binary file header (a
+  // binary trace that holds nothing), inside a text trace's first line (no [STRACE] token read
+  // yet: not a trace). Nothing to read, so rejected like an empty file.
+  const std::string magic_cut = in_dir + "/magic_cut.sptrace";
+  const std::string header_cut = in_dir + "/header_cut.sptrace";
+  const std::string line_cut = in_dir + "/line_cut.strace";
   write_file(empty, "");
   write_file(hello, "hello world\n");
   std::string bytes = read_file(d.binary);
   REQUIRE(bytes.size() > 200);
+  write_file(magic_cut, bytes.substr(0, 1));
+  write_file(header_cut, bytes.substr(0, 20));
+  const std::string text_bytes = read_file(d.text);
+  REQUIRE(text_bytes.find('\n') > 20);
+  write_file(line_cut, text_bytes.substr(0, 20));
   bytes[bytes.size() - 20] ^= 0x40;  // inside the last block's payload: checksum mismatch
   write_file(corrupt, bytes);
 
-  for (const std::string& in : {empty, hello, corrupt}) {
+  for (const std::string& in : {empty, hello, corrupt, magic_cut, header_cut, line_cut}) {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"convert", "--to", "strace"},
           std::vector<std::string>{"convert", "--to", "chrome"},
           std::vector<std::string>{"report"}, std::vector<std::string>{"report", "--json"}}) {
-      if (in == hello && args[0] == "convert" && args[2] == "strace") continue;  // text: below
+      const bool text_in = in == hello || in == line_cut;
+      if (text_in && args[0] == "convert" && args[2] == "strace") continue;  // text: below
       const std::string out = out_dir + "/result";
       for (const bool existing : {false, true}) {
         CAPTURE(in);
@@ -285,8 +297,12 @@ TEST_CASE("convert and report refuse an empty input alike, and a rejected input 
         CHECK(r.exit_code == 1);
         if (in == empty)
           CHECK(r.err == "spanring: " + empty + " is not a trace: it is empty (0 bytes)\n");
-        else if (in == hello)
-          CHECK(contains(r.err, "is not a trace"));
+        else if (in == hello || in == line_cut)
+          CHECK(contains(r.err, in + " is not a trace"));
+        else if (in == magic_cut || in == header_cut)
+          CHECK(contains(r.err, in + " holds no trace: the file is cut at byte " +
+                                    std::to_string(in == magic_cut ? 1 : 20) +
+                                    ", inside its 32-byte file header"));
         else
           CHECK(contains(r.err, "is corrupt"));
         // No partial output, no temporary file left; an existing output untouched.
