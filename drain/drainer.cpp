@@ -17,8 +17,20 @@
 #include <fstream>
 #include <unordered_map>
 
+#include <time.h>
+
 namespace spanring {
 namespace {
+
+// The most records any producer can have dropped: one per nanosecond since the machine booted
+// (CLOCK_BOOTTIME counts suspend too). Even a drop that only bumps a counter costs a thread
+// several ns, so a drop counter above this is corrupt shared memory, not a loss to report; taken
+// as a loss it would put an absurd count (2^56 records, say) into the trace and the summary.
+uint64_t max_plausible_drops() noexcept {
+  timespec ts{};
+  if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // 1 MiB buffers: large enough that one io_uring write carries thousands of lines, small enough
 // that a partly filled buffer flushed when idle costs nothing. At most kMaxBuffers in flight
@@ -381,11 +393,12 @@ void Drainer::quarantine(uint32_t index, RingState& rs, const std::string& why) 
   // What this owner dropped and did not get reported is lost with the ring: count what we can
   // (the published records past our read position are counted by the ring's drop line below
   // only as far as the drop counter tells; the rest is unknowable in a corrupt ring).
-  // A counter that went backwards, or whose range would run past sequence number 2^64 - 1,
-  // is part of the corruption and tells nothing: then nothing is reported from it.
+  // A counter that went backwards, whose range would run past sequence number 2^64 - 1, or
+  // that counts more drops than nanoseconds since boot (max_plausible_drops) is part of the
+  // corruption and tells nothing: then nothing is reported from it.
   const uint64_t drops = r.drops.load(std::memory_order_acquire);
   uint64_t lost = drops > rs.drops_reported ? drops - rs.drops_reported : 0;
-  if (lost != 0 && lost - 1 > UINT64_MAX - rs.next_seq) {
+  if (lost != 0 && (lost - 1 > UINT64_MAX - rs.next_seq || drops > max_plausible_drops())) {
     report("spanring: ring %u: its drop counter %llu is corrupt too; its drops "
                  "are not reported\n", index, static_cast<unsigned long long>(drops));
     lost = 0;
@@ -446,6 +459,11 @@ void Drainer::finish_owner(uint32_t index, RingState& rs) {
     // Its drops would run the owner's sequence numbers past 2^64: no producer gets there.
     quarantine(index, rs, "drop counter " + std::to_string(drops) + " is past any sequence " +
                               "number (" + std::to_string(rs.next_seq) + " next)");
+    return;
+  }
+  if (drops > rs.drops_reported && drops > max_plausible_drops()) {
+    quarantine(index, rs, "drop counter " + std::to_string(drops) +
+                              " is more records than nanoseconds since boot: corrupt");
     return;
   }
   if (drops > rs.drops_reported) {
@@ -521,6 +539,11 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       // a gap the counter does not cover is a corrupt sequence number, not a loss to report.
       const uint64_t n = h.seq - rs.next_seq;
       const uint64_t drops = r.drops.load(std::memory_order_acquire);
+      if (drops > max_plausible_drops()) {
+        quarantine(index, rs, "drop counter " + std::to_string(drops) +
+                                  " is more records than nanoseconds since boot: corrupt");
+        return;
+      }
       if (drops < rs.drops_reported || n > drops - rs.drops_reported) {
         quarantine(index, rs,
                    "record at slot " + std::to_string(reader.position() - h.slots) +
@@ -645,17 +668,27 @@ uint64_t Drainer::poll() {
   return stats_.written + stats_.dropped - before;
 }
 
+bool Drainer::implausible_segment_counter(const char* name, uint64_t value) {
+  if (value <= max_plausible_drops()) return false;
+  if (implausible_said_.insert(name).second)
+    report("spanring: the segment's %s counter %llu is more records than nanoseconds since "
+           "boot: corrupt, its drops are not reported\n",
+           name, static_cast<unsigned long long>(value));
+  return true;
+}
+
 void Drainer::report_segment_drops() {
   const SegmentHeader& h = view_.header();
   const RingState none{};  // pid=0 tid=0: not attributable to a ring
+  // Counters above max_plausible_drops() are corrupt: said once each, never reported as drops.
   const uint64_t no_ring = h.no_ring_drops.load(std::memory_order_relaxed);
-  if (no_ring > no_ring_reported_) {
+  if (no_ring > no_ring_reported_ && !implausible_segment_counter("no_ring_drops", no_ring)) {
     drops_line(none, no_ring - no_ring_reported_, 0, 0, DropReason::kNoRing);
     no_ring_reported_ = no_ring;
     current_->no_ring_reported = no_ring;
   }
   const uint64_t vfork = h.vfork_drops.load(std::memory_order_relaxed);
-  if (vfork > vfork_reported_) {
+  if (vfork > vfork_reported_ && !implausible_segment_counter("vfork_drops", vfork)) {
     drops_line(none, vfork - vfork_reported_, 0, 0, DropReason::kVfork);
     vfork_reported_ = vfork;
     current_->vfork_reported = vfork;

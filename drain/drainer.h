@@ -45,6 +45,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -160,6 +161,9 @@ class Drainer {
   void finish_owner(uint32_t index, RingState& rs);
   void report_unfinished(uint32_t index, RingState& rs);
   void report_segment_drops();
+  // True (said once per counter) when a segment drop counter holds more than
+  // max_plausible_drops(), so that its value is not reported as drops.
+  bool implausible_segment_counter(const char* name, uint64_t value);
   void quarantine(uint32_t index, RingState& rs, const std::string& why);
   void mark_dirty(uint32_t index, RingState& rs);
   // Room in the current buffer, submitting it when full; nullptr once --max-size is reached
@@ -192,6 +196,8 @@ class Drainer {
   // (checked copies kept for the segment's life: an id means the same bytes to every owner).
   StringTableReader strings_{view_.strings()};
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
+  // Segment drop counters found implausible (implausible_segment_counter), said once each.
+  std::set<std::string> implausible_said_;
   OutputFiles* output_ = nullptr;  // the output file(s); null in flight-recorder mode
   UringWriter* writer_;         // output_->writer(): the current file's; null in flight-recorder mode
   FlightRecorder* flight_ = nullptr;  // flight-recorder mode: where finished buffers go

@@ -27,6 +27,9 @@
 //                     counter never counted (a gap no producer can make)
 //   drops_wrap        the ring's drop counter near 2^64, so that its drops would run past the
 //                     last sequence number
+//   drops_implausible the ring's drop counter at 2^56 and more (more drops than nanoseconds
+//                     since boot, yet far from wrapping), every other time with a well-formed
+//                     record whose sequence number skips as many records as that counter covers
 //   header_geometry   random values in the SEGMENT header's geometry (ring count and capacity,
 //                     the ring table, journal and slot offsets, the size, journal_count), and
 //                     the victim's ring-table entry pushed out of bounds (head far ahead, state
@@ -167,6 +170,16 @@ class Fuzzer {
     } else if (mode == "drops_wrap") {
       // release: as the owner publishes its counter.
       r_.drops.store(~uint64_t{0} - rng_() % 16, std::memory_order_release);
+    } else if (mode == "drops_implausible") {
+      const uint64_t drops = (uint64_t{1} << 56) + rng_() % 1000;
+      // release: as the owner publishes its counter before the record that skips.
+      r_.drops.store(drops, std::memory_order_release);
+      if (rng_() % 2 == 0) {
+        RecordHeader rec = plausible(1);
+        rec.seq = seq0_ + drops / 2;
+        put(tail0_, rec);
+        publish(tail0_ + 1);
+      }
     } else if (mode == "header_geometry") {
       // Each field at a time either a huge value or one plausible but wrong.
       auto value = [this](uint64_t plausible) {

@@ -214,6 +214,11 @@ TEST_CASE("a drop counter that would run past the last sequence number (drops_wr
   corrupt_one_ring("drops_wrap", Expect::kQuarantine);
 }
 
+TEST_CASE("a drop counter above one record per nanosecond since boot (drops_implausible) gets its ring quarantined, its count never reported as a loss") {
+  corrupt_one_ring("drops_implausible", Expect::kQuarantine,
+                   "is more records than nanoseconds since boot: corrupt");
+}
+
 TEST_CASE("a segment header whose geometry is rewritten while the drainer runs (header_geometry) is reported, never followed, and only the attacked ring is quarantined") {
   // Every ring, slot and journal access of the drainer goes through the geometry it validated
   // at open: under ASan a single access computed from the rewritten offsets fails the test.
