@@ -3,7 +3,7 @@
 // span it refuses).
 // Built on the public API only, so the producer's internals can change under it freely; the
 // library exports these two functions and nothing else (simpler_host_span.map).
-#include "adapter/simpler_host_span.h"
+#include <spanring/simpler_host_span.h>
 
 #include <spanring/span.h>
 #include <spanring/spanring.h>

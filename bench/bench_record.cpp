@@ -21,7 +21,7 @@
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
-#include "adapter/simpler_host_span.h"
+#include <spanring/simpler_host_span.h>
 
 #include <CLI/CLI.hpp>
 #include <concurrentqueue/concurrentqueue.h>

@@ -4,7 +4,7 @@
 // libspanring-simpler interposes it: the run-time way).
 #include "adapter/tests/standin_runtime.h"
 
-#include "adapter/simpler_host_span.h"
+#include <spanring/simpler_host_span.h>
 
 #include <sys/mman.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-// The host-span adapter seam under `spanring run` (adapter/simpler_host_span.h): a stand-in
+// The host-span adapter seam under `spanring run` (include/spanring/simpler_host_span.h): a stand-in
 // runtime (standin_runtime.h) whose source never names spanring is traced through
 // libspanring-simpler, linked, loaded with dlopen, and LD_PRELOADed over the runtime's own
 // exported logger adapter. Every span the runtime handed to the seam is one [STRACE] line whose

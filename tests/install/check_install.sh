@@ -19,6 +19,9 @@
 #   check_install.sh adapter_pkgconfig_c  a C99 runtime using the host-span seam (c/runtime.c):
 #                                      cc runtime.c $(pkg-config --cflags --libs spanring-simpler)
 #   check_install.sh adapter_cmake_c   the same with CMake: spanring::spanring_simpler
+#   check_install.sh adapter_uninstalled_pkgconfig_c  the same runtime against the build tree,
+#                                      nothing installed: PKG_CONFIG_PATH=BUILD/meson-uninstalled
+#                                      (spanring-simpler-uninstalled.pc), the build's `spanring run`
 #
 # Every program is run under the installed `spanring run`, and its spans must be in the trace.
 #
@@ -306,6 +309,25 @@ adapter_pkgconfig_c)
   run "${cc[@]}" -std=c99 "${warn_flags[@]}" "${san_flags[@]}" "${cflags[@]}" "$here/c/runtime.c" \
     -o "$tmp/runtime" "${libs[@]}" "-Wl,-rpath,$(pkg-config --variable=libdir spanring-simpler)" \
     || fail "cc with pkg-config spanring-simpler's flags"
+  trace_run adapter "$tmp/runtime" --expect "inv=11 hid=5eed depth=1 name=chip.run.bind" \
+    --attr "run_id=3 task_slot=5"
+  ;;
+
+adapter_uninstalled_pkgconfig_c)
+  command -v pkg-config >/dev/null || skip "pkg-config is not installed (apt-get install pkg-config)"
+  uninstalled=$SPANRING_BUILD_DIR/meson-uninstalled
+  [ -f "$uninstalled/spanring-simpler-uninstalled.pc" ] \
+    || fail "no $uninstalled/spanring-simpler-uninstalled.pc"
+  # pkg-config prefers NAME-uninstalled.pc when it is on the path.
+  export PKG_CONFIG_PATH=$uninstalled
+  # shellcheck disable=SC2207 # pkg-config's output is a list of words
+  cflags=($(pkg-config --cflags spanring-simpler))
+  # shellcheck disable=SC2207
+  libs=($(pkg-config --libs spanring-simpler))
+  run "${cc[@]}" -std=c99 "${warn_flags[@]}" "${san_flags[@]}" "${cflags[@]}" "$here/c/runtime.c" \
+    -o "$tmp/runtime" "${libs[@]}" "-Wl,-rpath,$SPANRING_BUILD_DIR/adapter" \
+    || fail "cc with the build tree's spanring-simpler-uninstalled.pc flags"
+  spanring=$SPANRING_BUILD_DIR/cli/spanring
   trace_run adapter "$tmp/runtime" --expect "inv=11 hid=5eed depth=1 name=chip.run.bind" \
     --attr "run_id=3 task_slot=5"
   ;;
