@@ -204,6 +204,26 @@ __attribute__((noinline)) bool record_any_measured(const spanring_span& s, const
   return record_any_slow(s, name, name_len, attrs, attrs_len);
 }
 
+// record_any's fast path found the record invalid or before the ring's anchor after copying
+// it (busy still set): busy released, then record_any_slow with the lengths copied. Out of line
+// and a tail call, like the two below: record_any then holds nothing across a call, so its
+// common case saves no registers.
+__attribute__((noinline, cold)) bool record_any_refused(ThreadState& t, const spanring_span& s,
+                                                        const char* name, uint32_t name_len,
+                                                        const char* attrs,
+                                                        uint32_t attrs_len) noexcept {
+  detail::release_busy(t);
+  return record_any_slow(s, name, name_len, attrs, attrs_len);
+}
+
+// record_any's fast path found too few free slots before the ring's end (busy still set).
+__attribute__((noinline)) bool record_any_busy_measured(ThreadState& t, const spanring_span& s,
+                                                        const char* name,
+                                                        const char* attrs) noexcept {
+  detail::release_busy(t);
+  return record_any_measured(s, name, attrs);
+}
+
 }  // namespace
 
 bool record_any(const spanring_span& s) noexcept {
@@ -241,10 +261,9 @@ bool record_any(const spanring_span& s) noexcept {
         detail::release_busy(*t);
         return true;
       }
-      detail::release_busy(*t);
-      return record_any_slow(s, name, name_len, attrs, attrs_len);
+      return record_any_refused(*t, s, name, name_len, attrs, attrs_len);
     }
-    detail::release_busy(*t);
+    return record_any_busy_measured(*t, s, name, attrs);
   }
   return record_any_measured(s, name, attrs);
 }

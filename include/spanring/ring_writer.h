@@ -175,6 +175,22 @@ class SPANRING_HIDDEN RingWriter {
       count_drops(1);
       return false;
     }
+    put_compact(ts, inv, hid, values, dur, flags, name, keys, depth, attrs);
+    return true;
+  }
+
+  // Whether a one-slot record fits now (what write_compact tests first). For the inline record
+  // path of span.h, which tests it before it reads the record's fields: the drainer's tail, when
+  // it must be reread, is an acquire load that later loads may not move above, so fields read
+  // before it would be held (spilled) across it.
+  bool room_for_compact() noexcept { return has_room(1); }
+
+  // write_compact without the room test: call only right after room_for_compact() said true
+  // (and when compact_allowed()). Writes and publishes the record.
+  __attribute__((always_inline)) void put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
+                                                  const uint32_t* values, uint32_t dur,
+                                                  uint16_t flags, uint16_t name, uint64_t keys,
+                                                  uint8_t depth, uint8_t attrs) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
     // reloaded; the record is 8 stores of 8 bytes.
     const uint64_t head = own_head_;
@@ -197,7 +213,6 @@ class SPANRING_HIDDEN RingWriter {
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + 1, std::memory_order_release);
     prefetch_after(slots, mask, head + 1, 1);
-    return true;
   }
 
   // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler

@@ -485,3 +485,59 @@ TEST_CASE("C ABI text records across the ring's end and in a nearly full ring") 
   }).join();
   CHECK(checked == 40);
 }
+
+TEST_CASE("spans of one name with other key sets each carry their own keys") {
+  TestSegment t("memo");
+  // One name, so one slot of the thread's key memo: every span below either matches the keys
+  // the memo holds or refills it; a wrong match would name another span's keys.
+  const auto recs = t.records_of([] {
+    for (int round = 0; round < 2; ++round) {
+      { Span s{"memo.same"}; s.attr("a", 1); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("b", 2); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("b", 2).attr("c", 3).attr("d", 4); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("b", 2).attr("c", 3).attr("e", 5); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("b", 2).attr("c", 3).attr("e", 5); }
+      { Span s{"memo.same"}; s.attr("x", 1).attr("b", 2).attr("c", 3).attr("e", 5); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("x", 2); }
+      { Span s{"memo.same"}; }
+      { Span s{"memo.same"}; s.attr("b", 1).attr("a", 2); }
+      { Span s{"memo.same"}; s.attr("a", 1).attr("b", 2).attr("c", 3); }
+    }
+  });
+  const std::vector<std::vector<std::string>> want = {
+      {"a"}, {"a", "b"}, {"a", "b", "c", "d"}, {"a", "b", "c", "e"}, {"a", "b", "c", "e"},
+      {"x", "b", "c", "e"}, {"a", "x"}, {}, {"b", "a"}, {"a", "b", "c"}};
+  REQUIRE(recs.size() == 2 * want.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[i].compact();
+    const auto& keys = want[i % want.size()];
+    REQUIRE((c.attrs & 7u) == keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) CHECK(t.string(c.keys[k]) == keys[k]);
+  }
+}
+
+TEST_CASE("spans that find the ring full are dropped and counted, one by one") {
+  TestSegment t("spandrop", 16);  // kMinRingCapacity slots, never drained here
+  uint32_t ring = ~0u;
+  std::thread([&] {
+    for (int i = 0; i < 20; ++i) {  // 16 stored, 4 dropped
+      Span s{"spandrop.lit"};
+      s.attr("i", i);
+    }
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) ring = i;
+    REQUIRE(ring != ~0u);
+    CHECK(t.seg.ring(ring).drops.load(std::memory_order_acquire) == 4);
+    CHECK(t.seg.ring(ring).open_depth.load(std::memory_order_relaxed) == 0);
+  }).join();
+  const auto recs = t.slots_of(ring);
+  REQUIRE(recs.size() == 16);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    CHECK(recs[i].compact().values[0] == i);
+    CHECK(recs[i].compact().seq_lo == i);
+  }
+}
