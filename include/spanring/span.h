@@ -191,7 +191,9 @@ void set_thread_name(const char* name) noexcept;
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
                                  const char* attrs = nullptr) noexcept;
 
-// Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit().
+// Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit();
+// the strings are read as spanring_emit reads them (spanring.h: on x86-64 up to 15 bytes past
+// the NUL, never in a page the string does not reach).
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept;
 
