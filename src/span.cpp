@@ -6,6 +6,7 @@
 // and reads the drainer's tail only when the ring looks full.
 #include "src/producer.h"
 #include "src/string_table.h"
+#include "src/text_copy.h"
 
 #include <spanring/encode.h>
 #include <spanring/packed_attrs.h>
@@ -166,12 +167,10 @@ __attribute__((noinline, cold)) bool record_any_slow(const spanring_span& s, con
                       s.duration_ns, attrs, attrs_len);
 }
 
-}  // namespace
-
-bool record_any(const spanring_span& s) noexcept {
-  // The pointers are read once: the lengths measured are those of the bytes copied.
-  const char* const name = s.name;
-  const char* const attrs = s.attributes;
+// record_any for a ring that may wrap or be nearly full (and everything record_any_slow takes):
+// the strings measured with strnlen, the record written by RingWriter::write.
+__attribute__((noinline)) bool record_any_measured(const spanring_span& s, const char* name,
+                                                   const char* attrs) noexcept {
   const uint32_t name_len = bounded_len(name, kNameRawMax);
   const uint32_t attrs_len = bounded_len(attrs, kAttrsRawMax);
   // The numbers are read after the lengths: held across the two calls they would each take a
@@ -203,6 +202,70 @@ bool record_any(const spanring_span& s) noexcept {
     return stored;
   }
   return record_any_slow(s, name, name_len, attrs, attrs_len);
+}
+
+// record_any's fast path found the record invalid or before the ring's anchor after copying
+// it (busy still set): busy released, then record_any_slow with the lengths copied. Out of line
+// and a tail call, like the two below: record_any then holds nothing across a call, so its
+// common case saves no registers.
+__attribute__((noinline, cold)) bool record_any_refused(ThreadState& t, const spanring_span& s,
+                                                        const char* name, uint32_t name_len,
+                                                        const char* attrs,
+                                                        uint32_t attrs_len) noexcept {
+  detail::release_busy(t);
+  return record_any_slow(s, name, name_len, attrs, attrs_len);
+}
+
+// record_any's fast path found too few free slots before the ring's end (busy still set).
+__attribute__((noinline)) bool record_any_busy_measured(ThreadState& t, const spanring_span& s,
+                                                        const char* name,
+                                                        const char* attrs) noexcept {
+  detail::release_busy(t);
+  return record_any_measured(s, name, attrs);
+}
+
+}  // namespace
+
+bool record_any(const spanring_span& s) noexcept {
+  // The pointers are read once: the lengths measured are those of the bytes copied.
+  const char* const name = s.name;
+  const char* const attrs = s.attributes;
+  ThreadState* const t = t_self;
+  // The common case: a thread with a ring, not busy, not a vfork child, and 6 free slots from
+  // head that do not wrap (RingWriter::text_room). The strings are measured while they are
+  // copied into the ring (copy_measured: one pass, no strnlen calls), then the header is
+  // written and the record published. Busy from before the copy: a signal handler's record
+  // meanwhile would take the same slots. Anything else: the measured path below.
+  if (__builtin_expect(t != nullptr && t->ring.shared() != nullptr &&
+                           (t->busy | spanring_vfork_child) == 0,
+                       1)) {
+    t->busy = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
+    if (__builtin_expect(t->ring.text_room(), 1)) {
+      char* const dst = t->ring.text_payload();
+      static_assert(kNameRawMax + kAttrsRawMax + kCopyMeasuredOvershoot <=
+                    kInlinePayloadBytes + (RingWriter::kTextRoomSlots - 1) * kSlotBytes);
+      const uint32_t name_len = copy_measured(dst, name, kNameRawMax);
+      const uint32_t attrs_len = copy_measured(dst + name_len, attrs, kAttrsRawMax);
+      const int64_t ts_ns = s.timestamp_ns;
+      const int64_t dur_ns = s.duration_ns;
+      const int32_t depth = s.depth;
+      // A valid record (a name, nothing negative) not before what the ring announced
+      // (early_ns: then before_anchor is false too).
+      if (__builtin_expect(name_len != 0 && (ts_ns | dur_ns | depth) >= 0 &&
+                               static_cast<uint64_t>(ts_ns) >= t->early_ns,
+                           1)) {
+        t->ring.commit_text(name_len, attrs_len, static_cast<uint64_t>(ts_ns),
+                            static_cast<uint64_t>(dur_ns), s.invocation_id, s.callable_hash,
+                            static_cast<uint32_t>(depth), 0);
+        detail::release_busy(*t);
+        return true;
+      }
+      return record_any_refused(*t, s, name, name_len, attrs, attrs_len);
+    }
+    return record_any_busy_measured(*t, s, name, attrs);
+  }
+  return record_any_measured(s, name, attrs);
 }
 
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,

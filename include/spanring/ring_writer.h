@@ -108,6 +108,57 @@ class SPANRING_HIDDEN RingWriter {
     return true;
   }
 
+  // The text record path of the library (the C ABI's record_any), which measures its strings
+  // while it copies them into the ring: the slots a record of any name and attributes may
+  // take, plus one for the copy's overshoot (it stores 16 bytes at a time, up to 15 bytes past
+  // the last one it keeps: at most kNameRawMax + kAttrsRawMax + 15 payload bytes), 6.
+  static constexpr uint32_t kTextRoomSlots = record_slots(kNameRawMax + kAttrsRawMax + 15);
+  static_assert(kTextRoomSlots == 6 && kTextRoomSlots <= kMinRingCapacity);
+
+  // text_room(): whether kTextRoomSlots slots from head are free and do not wrap around the
+  // ring's end (rereads the drainer's tail only when the cached one says the ring is that
+  // full); false: the caller takes write(). After it said true, the caller may store anything
+  // in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from text_payload(),
+  // the payload of the record at head, and publish what it stored with commit_text().
+  bool text_room() noexcept {
+    return (own_head_ & mask_) + kTextRoomSlots <= mask_ + 1 && has_room(kTextRoomSlots);
+  }
+  char* text_payload() const noexcept {
+    return reinterpret_cast<char*>(slot(own_head_) + offsetof(RecordHeader, payload));
+  }
+
+  // Publishes (release of head) the record whose payload the caller stored at text_payload():
+  // `name_len` name bytes then `attrs_len` attribute bytes (their sum at most kNameRawMax +
+  // kAttrsRawMax), the header fields as given, the next sequence number. Call only after
+  // text_room() said true, with no other write in between.
+  __attribute__((always_inline)) void commit_text(uint32_t name_len, uint32_t attrs_len,
+                                                  uint64_t ts, uint64_t dur, uint64_t inv,
+                                                  uint64_t hid, uint32_t depth,
+                                                  uint16_t flags) noexcept {
+    const uint32_t need = record_slots(name_len + attrs_len);
+    const uint64_t head = own_head_;
+    const uint64_t seq = next_seq_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    auto* rec = reinterpret_cast<RecordHeader*>(slots + (head & mask) * kSlotBytes);
+    rec->seq = seq;
+    rec->ts_ns = ts;
+    rec->dur_ns = dur;
+    rec->inv = inv;
+    rec->hid = hid;
+    rec->depth = depth;
+    rec->name_len = static_cast<uint16_t>(name_len);
+    rec->attrs_len = static_cast<uint16_t>(attrs_len);
+    rec->slots = static_cast<uint16_t>(need);
+    rec->flags = flags;
+    next_seq_ = seq + 1;
+    gap_ = 0;
+    own_head_ = head + need;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared_->head.store(head + need, std::memory_order_release);
+    prefetch_after(slots, mask, head + need, need);
+  }
+
   // Whether the next record may be a CompactRecord: no record was dropped since the last one
   // written. A compact record carries only the low 32 bits of its sequence number, so the
   // drainer must know it from the record before (the first record after a drop is ordinary).
@@ -124,6 +175,22 @@ class SPANRING_HIDDEN RingWriter {
       count_drops(1);
       return false;
     }
+    put_compact(ts, inv, hid, values, dur, flags, name, keys, depth, attrs);
+    return true;
+  }
+
+  // Whether a one-slot record fits now (what write_compact tests first). For the inline record
+  // path of span.h, which tests it before it reads the record's fields: the drainer's tail, when
+  // it must be reread, is an acquire load that later loads may not move above, so fields read
+  // before it would be held (spilled) across it.
+  bool room_for_compact() noexcept { return has_room(1); }
+
+  // write_compact without the room test: call only right after room_for_compact() said true
+  // (and when compact_allowed()). Writes and publishes the record.
+  __attribute__((always_inline)) void put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
+                                                  const uint32_t* values, uint32_t dur,
+                                                  uint16_t flags, uint16_t name, uint64_t keys,
+                                                  uint8_t depth, uint8_t attrs) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
     // reloaded; the record is 8 stores of 8 bytes.
     const uint64_t head = own_head_;
@@ -146,7 +213,6 @@ class SPANRING_HIDDEN RingWriter {
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + 1, std::memory_order_release);
     prefetch_after(slots, mask, head + 1, 1);
-    return true;
   }
 
   // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler

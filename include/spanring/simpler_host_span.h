@@ -22,7 +22,8 @@
  * callable_hash, `depth`, `name`, `ts` = timestamp_ns, `dur` = duration_ns, the attributes; pid
  * and tid of the emitting thread. Names and attributes are encoded and cut (64 / 192 encoded
  * bytes, `~`) by the drainer, exactly as the runtime's logger does; the adapter copies at most
- * 65 raw name bytes and 193 raw attribute bytes. A span whose attributes hold `clk=dev` is a
+ * 65 raw name bytes and 193 raw attribute bytes (read as spanring_emit reads them, spanring.h:
+ * on x86-64 up to 15 bytes past the NUL, never in a page the string does not reach). A span whose attributes hold `clk=dev` is a
  * device span: its ts is passed through unchanged and never moves the process' clock anchor,
  * and the exports draw it on a "device clock" process, never on a host lane.
  */

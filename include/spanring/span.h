@@ -113,6 +113,38 @@ SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p
   return string_id_slow(table, p, len);
 }
 
+// Lane masks of the first n of kCompactAttrs key pointers (same_keys). Hidden, like
+// g_module_strings: a constant of the module, never a symbol shared between modules.
+#if defined(__GNUC__)
+__attribute__((visibility("hidden")))
+#endif
+alignas(16) inline constexpr uint64_t kKeyLanes[kCompactAttrs + 1][kCompactAttrs] = {
+    {0, 0, 0, 0}, {~0ull, 0, 0, 0}, {~0ull, ~0ull, 0, 0}, {~0ull, ~0ull, ~0ull, 0},
+    {~0ull, ~0ull, ~0ull, ~0ull}};
+
+// Whether the first `count` (0..kCompactAttrs) pointers of `a` and `b` are equal: two 16-byte
+// compares under a lane mask instead of one compare and branch per key.
+SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* const* b,
+                                      uint32_t count) noexcept {
+  static_assert(kCompactAttrs == 4 && sizeof(const char*) == 8);
+#if defined(__GNUC__)
+  typedef uint64_t Lanes __attribute__((vector_size(16)));
+  Lanes a0, a1, b0, b1, m0, m1;
+  std::memcpy(&a0, a, 16);
+  std::memcpy(&a1, a + 2, 16);
+  std::memcpy(&b0, b, 16);
+  std::memcpy(&b1, b + 2, 16);
+  std::memcpy(&m0, &kKeyLanes[count][0], 16);
+  std::memcpy(&m1, &kKeyLanes[count][2], 16);
+  const Lanes d = ((a0 ^ b0) & m0) | ((a1 ^ b1) & m1);
+  return (d[0] | d[1]) == 0;
+#else
+  bool same = true;
+  for (uint32_t k = 0; k < count; ++k) same &= a[k] == b[k];
+  return same;
+#endif
+}
+
 // string_id_in the calling module's table.
 SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
   return string_id_in(g_module_strings, p, len);
@@ -159,7 +191,9 @@ void set_thread_name(const char* name) noexcept;
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
                                  const char* attrs = nullptr) noexcept;
 
-// Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit().
+// Emits one fully specified record: the C ABI's spanring_emit uses this. Same rules as emit();
+// the strings are read as spanring_emit reads them (spanring.h: on x86-64 up to 15 bytes past
+// the NUL, never in a page the string does not reach).
 bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, int64_t ts_ns,
                  int64_t dur_ns, const char* attrs) noexcept;
 
@@ -231,8 +265,8 @@ class Span {
         // The common case, written here: an interned name, a thread whose ring is claimed and
         // timed by the counter, a depth the open-span stack describes, not a vfork child.
         // Anything else (the thread's first span, clock_gettime timing) is begin()'s.
-        if (__builtin_expect(id != 0 && t != nullptr && t->ready != 0 &&
-                                 t->depth < kOpenSpanMax && spanring_vfork_child == 0,
+        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
+                                 spanring_vfork_child == 0,
                              1))
           begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id);
         else
@@ -378,7 +412,6 @@ class Span {
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
                                            uint16_t name_len, uint16_t name_id) noexcept {
     const uint32_t depth = t.depth;
-    t.depth = depth + 1;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
     name_ = name;
@@ -405,6 +438,8 @@ class Span {
     o.name_len = 0;  // an interned name: its id, no bytes
     o.flags = kOpenTsc;
     o.name_id = name_id;
+    // After the note's stores, which GCC cannot tell from the state's: one store of depth.
+    t.depth = depth + 1;
     // relaxed: read by the drainer only once this process is dead.
     ring->open_depth.store(depth + 1, std::memory_order_relaxed);
   }
@@ -415,11 +450,12 @@ class Span {
   // a vfork child, no drop since its last record). Else end_at().
   SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
     detail::ThreadState* const t = detail::t_self;
-    // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
-    const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
+    // An end before the start (TSC ticks of two CPUs can differ by a few ticks on some hosts)
+    // wraps to a duration above 2^32 here and goes to end_at, which records 0.
+    const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
     const uint32_t count = count_;
-    if (__builtin_expect(count != kSpilled && dur <= 0xffffffffu && t->ready != 0 &&
-                             (t->busy | spanring_vfork_child) == 0,
+    if (__builtin_expect(count != kSpilled && dur <= 0xffffffffu && detail::ready_and_idle(*t) &&
+                             spanring_vfork_child == 0,
                          1)) {
       // busy from here: a signal handler's record meanwhile is dropped and counted
       // (reentrant_drops, announced by release_busy), and the handler cannot change what is
@@ -428,21 +464,22 @@ class Span {
       std::atomic_signal_fence(std::memory_order_seq_cst);
       uint64_t keys = 0;
       bool known = t->ring.compact_allowed();
-      if (count != 0) {
+      if (count != 0 && known) {
         const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
-        known &= memo.count == count &&
-                 memo.serial == strings_->serial.load(std::memory_order_relaxed);
-#pragma GCC unroll 4
-        for (uint32_t k = 0; k < kCompactAttrs; ++k)
-          if (k < count) known &= memo.keys[k] == keys_[k];
+        // & rather than &&: one branch for the whole test.
+        known = (memo.count == count) &
+                (memo.serial == strings_->serial.load(std::memory_order_relaxed)) &
+                detail::same_keys(memo.keys, keys_, count);
         keys = memo.ids;
       }
-      if (__builtin_expect(known, 1)) {
+      // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
+      // full ring is end_at's, which counts the drop.
+      if (__builtin_expect(known && t->ring.room_for_compact(), 1)) {
         const uint32_t depth = depth_;
         t->depth -= 1;
-        t->ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
+        t->ring.put_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                               static_cast<uint32_t>(dur),
                               static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
                               static_cast<uint8_t>(depth),
@@ -532,7 +569,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
     // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
-                             t->ready != 0 && t->busy == 0 && spanring_vfork_child == 0 &&
+                             detail::ready_and_idle(*t) && spanring_vfork_child == 0 &&
                              ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
@@ -542,13 +579,14 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
       // between the gap's test and the write.
       t->busy = 1;
       std::atomic_signal_fence(std::memory_order_seq_cst);
-      if (__builtin_expect(t->ring.compact_allowed(), 1)) {
-        const bool stored = t->ring.write_compact(
+      // A full ring is emit_literal's, which counts the drop.
+      if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
+        t->ring.put_compact(
             static_cast<uint64_t>(ts_ns), t->inv, t->hid, kNoValues,
             static_cast<uint32_t>(dur_ns), kRecordCompact, name_id, attrs_id,
             static_cast<uint8_t>(t->depth), attrs_id != 0 ? kCompactAttrsText : uint8_t{0});
         detail::release_busy(*t);
-        return stored;
+        return true;
       }
       detail::release_busy(*t);
     }

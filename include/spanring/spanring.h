@@ -28,7 +28,12 @@ typedef struct spanring_span {
 } spanring_span;
 
 /* Copies *span into the calling thread's ring. Nothing happens when tracing is disabled or
- * span is NULL. Only the first 65 name bytes and 193 attribute bytes are read. */
+ * span is NULL. At most the first 65 name bytes and 193 attribute bytes are stored.
+ * Reading: on x86-64 the strings are measured while they are copied, 16 bytes at a time, so
+ * up to 15 bytes past a string's NUL (or past those 65 / 193 bytes) may be read, never in a
+ * page the string does not reach: like glibc's own strlen, this cannot fault, but a memory
+ * checker that does not know it (valgrind's memcheck) may report those reads. Sanitizer
+ * builds of the library (ASan, TSan) and other architectures read only up to the NUL. */
 void spanring_emit(const spanring_span *span);
 
 /* 1 when records go to a segment (SPANRING_SEGMENT named a live segment at load), else 0.

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__x86_64__)
@@ -91,6 +92,27 @@ static_assert(offsetof(ThreadState, inv) == 64 && offsetof(ThreadState, depth) =
               offsetof(ThreadState, key_memo) == 104 && sizeof(KeyMemo) == 48);
 static_assert(std::atomic<uint32_t>::is_always_lock_free &&
               sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+
+// Whether the inline record path may write on this thread: `ready` is 1 and `busy` is 0, read
+// as one word (the two fields are adjacent; each is only ever 0 or 1).
+__attribute__((always_inline)) inline bool ready_and_idle(const ThreadState& t) noexcept {
+  static_assert(offsetof(ThreadState, busy) == offsetof(ThreadState, ready) + 4 &&
+                __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  uint64_t word;
+  std::memcpy(&word, reinterpret_cast<const char*>(&t) + offsetof(ThreadState, ready), 8);
+  return word == 1;
+}
+
+// Whether a Span may begin inline on this thread: `ready` is 1 and `depth` below `max`, read as
+// one word (depth is just before ready).
+__attribute__((always_inline)) inline bool ready_below(const ThreadState& t,
+                                                       uint32_t max) noexcept {
+  static_assert(offsetof(ThreadState, ready) == offsetof(ThreadState, depth) + 4 &&
+                __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  uint64_t word;
+  std::memcpy(&word, reinterpret_cast<const char*>(&t) + offsetof(ThreadState, depth), 8);
+  return word - (uint64_t{1} << 32) < max;
+}
 
 // The calling thread's state; null until its first record (or Invocation, set_thread_name).
 // __thread, not thread_local: no TLS wrapper call, the pointer is constant-initialised.
