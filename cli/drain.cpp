@@ -75,7 +75,7 @@ int drain_segment(const std::string& segment_name, const std::string& out_path, 
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",
                  absolute(out_path).c_str(), static_cast<unsigned long long>(keep));
-  Drainer drainer(segment, output, choice.sink(), keep, prefix.pids);
+  Drainer drainer(segment, output, choice.sink(), prefix.pids);
   SegmentNameWatch name_watch(segment_name);
   StatusLine status_line(StatusLine::wanted(policy.status_line));
   DiagnosticsScope diagnostics(status_line);  // the drainer's messages erase the line first

@@ -32,11 +32,6 @@ uint64_t max_plausible_drops() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// 1 MiB buffers: large enough that one io_uring write carries thousands of lines, small enough
-// that a partly filled buffer flushed when idle costs nothing. At most kMaxBuffers in flight
-// (64 MiB of formatted text) before the drain thread waits for the file.
-constexpr size_t kBufferBytes = 1u << 20;
-constexpr size_t kMaxBuffers = 64;
 // Owner checks (every ~100 ms) a ring may stay mid-claim before its claimer is presumed dead:
 // a claim takes microseconds, so only a process killed inside it stays there this long.
 constexpr uint32_t kClaimStuckChecks = 50;
@@ -56,128 +51,46 @@ std::string read_cmdline(uint32_t pid) {
 
 // ---- Drainer -------------------------------------------------------------------------------
 
-Drainer::Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes,
+Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
                  const std::unordered_set<uint32_t>& known_pids)
-    : view_(segment.view()), journal_(view_), output_(&output), writer_(&output.writer()),
-      buffer_bytes_(kBufferBytes),
-      sink_(sink), rings_(view_.ring_count()), anchored_pids_(known_pids) {
+    : view_(segment.view()), journal_(view_), dest_(destination), sink_(sink),
+      rings_(view_.ring_count()), anchored_pids_(known_pids) {
   SegmentHeader& h = view_.header();
-  // This file is now the segment's output; a new file starts with nothing committed.
-  h.output_dev = writer_->dev();
-  h.output_ino = writer_->ino();
-  h.commit_offset.store(kept_bytes, std::memory_order_relaxed);
+  // The destination is now the segment's output; a new file starts with nothing committed. A
+  // destination with no file (the flight recorder) names none: a `spanring drain` started on
+  // this segment later recovers nothing from any file and resumes from the committed tails.
+  const uint64_t kept_bytes = destination.kept_bytes();
+  journal_.set_output(destination.dev(), destination.ino(), kept_bytes);
   no_ring_reported_ = h.no_ring_reported;
   vfork_reported_ = h.vfork_reported;
   // The records a killed drainer kept out of this file: its kept prefix does not report them.
   max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
   h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
-  // Room for a file header and a block header, and two records' worth of events: a buffer
-  // with less is not worth its block header.
-  min_room_ = 64 + 2 * record_room_;
-  const OutputLimits& limits = output.limits();
-  file_limit_ = limits.file_limit();
-  // The closing max_size line: a block (and, in an empty file, a file header) around one
-  // drops event.
-  if (limits.max_size != 0) line_room_ = 64 + sink.max_event_bytes();
-  file_bytes_ = kept_bytes;
+  destination.attach(events_, sink.max_event_bytes());
 }
 
-Drainer::Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink)
-    : view_(segment.view()), journal_(view_), writer_(nullptr), flight_(&flight),
-      buffer_bytes_(flight.block_bytes()), sink_(sink), rings_(view_.ring_count()) {
-  SegmentHeader& h = view_.header();
-  // No output file: a `spanring drain` started on this segment later recovers nothing from any
-  // file (recover() matches none) and resumes from the committed tails.
-  h.output_dev = 0;
-  h.output_ino = 0;
-  h.commit_offset.store(0, std::memory_order_relaxed);
-  no_ring_reported_ = h.no_ring_reported;
-  vfork_reported_ = h.vfork_reported;
-  record_room_ = 4 * sink.max_event_bytes();
+Drainer::~Drainer() {
+  while (dest_.in_flight() != 0) dest_.collect(100000);
 }
 
-Drainer::~Drainer() = default;
-
-Buffer* Drainer::take_buffer() {
-  for (;;) {
-    if (!free_.empty()) {
-      Buffer* b = free_.back();
-      free_.pop_back();
-      b->len = 0;
-      b->records = 0;
-      b->tails.clear();
-      b->no_ring_reported = 0;
-      b->vfork_reported = 0;
-      b->max_size_dropped = 0;
-      b->failed = false;
-      b->sync = false;
-      b->file_end = 0;
-      return b;
-    }
-    if (buffers_.size() < kMaxBuffers) {
-      auto b = std::make_unique<Buffer>();
-      // Not zero-filled: every byte is written before it is read. make_unique<char[]> would
-      // memset the whole 1 MiB (3.1 of the 7.0 M instructions callgrind counted in drain_ring
-      // over the whole demo, for 3 buffers), and the kernel hands out zeroed pages anyway.
-      b->data = std::make_unique_for_overwrite<char[]>(buffer_bytes_);
-      buffers_.push_back(std::move(b));
-      return buffers_.back().get();
-    }
-    // Every buffer is on its way to the file: wait for one to come back. (In flight-recorder
-    // mode buffers come back at once: this is not reached.)
-    if (writer_ == nullptr) std::abort();
-    if (Buffer* done = writer_->take_done(100000)) apply(done);
-  }
-}
-
-void Drainer::start_buffer(Buffer* b) {
-  if (!full_ && file_limit_ != 0) {
-    const uint64_t usable = file_limit_ - line_room_;
-    if (file_bytes_ + min_room_ > usable) {
-      if (output_->limits().rotating())
-        rotate();
-      else
-        reach_max_size();
-    }
-  }
-  if (full_) {
-    // A carrier: no bytes, only the tails of what was consumed (and counted) since.
-    b->capacity = 0;
-    b->len = frame_bytes_ = 0;
-    return;
-  }
-  b->capacity = buffer_bytes_;
-  if (file_limit_ != 0)
-    b->capacity = static_cast<size_t>(
-        std::min<uint64_t>(buffer_bytes_, file_limit_ - line_room_ - file_bytes_));
-  b->len = frame_bytes_ = sink_.begin_buffer(b->data.get());
-}
-
-void Drainer::rotate() {
-  // Every buffer of this file is written and committed first: a drainer killed from here on
-  // finds the segment's commit at the end of this complete file, or in the next one
-  // (drain/output_files.h), never in between.
-  while (in_flight_ != 0)
-    if (Buffer* done = writer_->take_done(100000)) apply(done);
-  try {
-    writer_ = &output_->rotate();
-  } catch (const Error& e) {
-    report("spanring: cannot start the next file of %s: %s; nothing more is "
-                 "written, the records from now on are counted (reason max_size)\n",
-                 output_->path().c_str(), e.what());
+void Drainer::start_buffer() {
+  current_ = dest_.take();
+  if (current_->capacity == 0) {
+    // The destination takes no more bytes (--max-size, or a rotation that failed): this buffer
+    // and every later one carry only the tails of what was consumed (and counted) since.
     full_ = true;
     stats_.reached_max_size = true;
+    current_->len = frame_bytes_ = 0;
     return;
   }
-  SegmentHeader& h = view_.header();
-  // The offset first: a drainer killed between the two stores leaves (old file, 0), and the old
-  // file no longer has the output's name, so a restart starts the new one afresh; the other
-  // order could leave (new file, old offset), which a restart cannot resume.
-  h.commit_offset.store(0, std::memory_order_relaxed);
-  h.output_dev = writer_->dev();
-  h.output_ino = writer_->ino();
-  file_bytes_ = 0;
+  current_->len = frame_bytes_ = sink_.begin_buffer(current_->data.get());
+}
+
+void Drainer::new_file(uint64_t dev, uint64_t ino) {
+  // Every buffer of the previous file is durable and committed; the segment names the new file
+  // from here on.
+  journal_.set_output(dev, ino, 0);
   ++stats_.files;
   // The new file reads alone: its own header, and every process and thread announced again
   // before its first span there.
@@ -189,29 +102,20 @@ void Drainer::rotate() {
   }
 }
 
-void Drainer::reach_max_size() {
-  full_ = true;
-  stats_.reached_max_size = true;
-  report("spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
-               "is written; the records from now on are counted (reason max_size) and the "
-               "file's last line says how many\n",
-               output_->path().c_str(), static_cast<unsigned long long>(file_limit_),
-               static_cast<unsigned long long>(file_bytes_));
-}
+void Drainer::forget_process(uint32_t pid) { anchored_pids_.erase(pid); }
 
 void Drainer::write_max_size_line() {
-  // The room kept back for this line since the start (line_room_), unless a previous drainer's
-  // line already used it.
-  Buffer* b = take_buffer();
-  b->capacity = kBufferBytes;
+  // The room kept back for this line since the start (the destination's take_closing()),
+  // unless a previous drainer's line already used it.
+  Buffer* b = dest_.take_closing();
   const size_t frame = sink_.begin_buffer(b->data.get());
   const size_t n = sink_.drops(b->data.get() + frame,
                                DropsEvent{0, 0, max_size_unreported_, 0, 0, DropReason::kMaxSize});
-  if (file_bytes_ + frame + n > file_limit_) {
+  if (frame + n > b->capacity) {
     report("spanring: the line reporting the %llu records kept out of %s does not "
                  "fit in it any more (a previous drainer's line is there)\n",
-                 static_cast<unsigned long long>(max_size_unreported_), output_->path().c_str());
-    free_.push_back(b);
+                 static_cast<unsigned long long>(max_size_unreported_), dest_.name().c_str());
+    dest_.give_back(b);
     return;
   }
   b->len = frame + n;
@@ -225,10 +129,7 @@ void Drainer::write_max_size_line() {
 char* Drainer::reserve(size_t bytes) {
   if (current_ != nullptr && !full_ && current_->capacity - current_->len < bytes)
     submit_current();
-  if (current_ == nullptr) {
-    current_ = take_buffer();
-    start_buffer(current_);
-  }
+  if (current_ == nullptr) start_buffer();
   return full_ ? nullptr : current_->data.get() + current_->len;
 }
 
@@ -240,76 +141,49 @@ void Drainer::mark_dirty(uint32_t index, RingState& rs) {
 
 void Drainer::submit_current() {
   if (current_ == nullptr) return;
+  Commit& c = commits_.open();
   for (uint32_t i : dirty_) {
     RingState& rs = rings_[i];
     rs.dirty = false;
-    current_->tails.push_back(TailUpdate{i, rs.generation, rs.reader.position(), rs.next_seq,
-                                         rs.drops_reported, rs.gone && rs.freeing});
+    c.tails.push_back(TailUpdate{i, rs.generation, rs.reader.position(), rs.next_seq,
+                                 rs.drops_reported, rs.gone && rs.freeing, rs.pid, rs.tid,
+                                 rs.first_seq});
   }
   dirty_.clear();
   Buffer* b = current_;
   current_ = nullptr;
   if (b->capacity != 0) sink_.end_buffer(b->data.get(), b->len);  // not for a carrier
-  b->max_size_dropped = max_size_unreported_;
-  file_bytes_ += b->len;
-  ++in_flight_;
-  if (flight_ == nullptr) {
-    writer_->submit(b);
-    return;
-  }
-  // Flight recorder: the block goes into the window, which is where it is "written"; commit it
-  // now. Its owners' state after it tells the window what each block holds of whom.
-  marks_.clear();
-  for (const TailUpdate& t : b->tails) {
-    const RingState& rs = rings_[t.ring];
-    marks_.push_back(FlightOwnerMark{t.ring, t.generation, rs.pid, rs.tid, rs.first_seq,
-                                     t.next_seq, t.free_after});
-  }
-  flight_->keep(b->data.get(), b->len, b->records, marks_, b->no_ring_reported,
-                b->vfork_reported);
-  apply(b);
-  // Processes the window no longer describes are announced again if they come back.
-  for (uint32_t pid : flight_->take_forgotten_pids()) anchored_pids_.erase(pid);
+  c.max_size_dropped = max_size_unreported_;
+  // Sealed first: a destination that holds the bytes at once (the flight recorder) reports
+  // them durable from inside submit().
+  dest_.submit(b, commits_.seal());
 }
 
 void Drainer::flush_partial() {
   if (current_ != nullptr && (current_->len > frame_bytes_ || !dirty_.empty())) submit_current();
-  Buffer* b = nullptr;
-  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
+  dest_.collect(0);
 }
 
-bool Drainer::wait_for_write(int64_t timeout_us) {
-  if (in_flight_ == 0 || writer_ == nullptr) return false;
-  if (Buffer* b = writer_->take_done(timeout_us)) apply(b);
-  return true;
-}
+bool Drainer::wait_for_write(int64_t timeout_us) { return dest_.collect(timeout_us); }
 
-void Drainer::apply(Buffer* b) {
-  --in_flight_;
-  if (b->failed) {
+void Drainer::durable(bool failed, uint64_t end) {
+  Commit& c = commits_.front();
+  if (failed) {
     // The records are not in the file: they were counted as written when formatted.
-    stats_.written -= b->records;
-    stats_.unwritten += b->records;
+    stats_.written -= c.records;
+    stats_.unwritten += c.records;
   }
-  if (!b->sync) {
-    // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
-    // the journal is pending cuts the file back to the old commit; after, recover() ends it.
-    JournalEntry* j = journal_.entries();
-    uint32_t n = 0;
-    for (const TailUpdate& t : b->tails) {
-      const RingState& rs = rings_[t.ring];
-      if (!rs.owned || rs.generation != t.generation) continue;
-      j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
-                            t.free_after ? 1u : 0u, 0};
-    }
-    journal_.commit(n, b->file_end, b->no_ring_reported, b->vfork_reported,
-                    b->max_size_dropped);
-    // A freed ring's next owner is adopted afresh.
-    for (const TailUpdate& t : b->tails)
-      if (t.free_after && rings_[t.ring].owned && rings_[t.ring].generation == t.generation)
-        rings_[t.ring] = RingState{};
-    free_.push_back(b);
-  }
+  // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
+  // the journal is pending cuts the file back to the old commit; after, recover() ends it.
+  auto live = [this](const TailUpdate& t) {
+    const RingState& rs = rings_[t.ring];
+    return rs.owned && rs.generation == t.generation;
+  };
+  journal_.commit(c, end, live);
+  // A freed ring's next owner is adopted afresh.
+  for (const TailUpdate& t : c.tails)
+    if (t.free_after && live(t)) rings_[t.ring] = RingState{};
+  commits_.pop();
 }
 
 void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
@@ -628,7 +502,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
             p, ThreadEvent{rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name))});
       }
       p += sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
-      ++current_->records;
+      ++commits_.open().records;
       ++stats_.written;
       rs.last_ts = raw_ts;
       rs.last_depth = h.depth;
@@ -648,8 +522,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
 uint64_t Drainer::poll() {
   clock_.maybe_sample();
-  Buffer* b = nullptr;
-  while (writer_ != nullptr && (b = writer_->take_done(0)) != nullptr) apply(b);
+  dest_.collect(0);
   const uint64_t before = stats_.written + stats_.dropped;
   peak_slots_ = 0;
   const auto now = std::chrono::steady_clock::now();
@@ -685,13 +558,13 @@ void Drainer::report_segment_drops() {
   if (no_ring > no_ring_reported_ && !implausible_segment_counter("no_ring_drops", no_ring)) {
     drops_line(none, no_ring - no_ring_reported_, 0, 0, DropReason::kNoRing);
     no_ring_reported_ = no_ring;
-    current_->no_ring_reported = no_ring;
+    commits_.open().no_ring_reported = no_ring;
   }
   const uint64_t vfork = h.vfork_drops.load(std::memory_order_relaxed);
   if (vfork > vfork_reported_ && !implausible_segment_counter("vfork_drops", vfork)) {
     drops_line(none, vfork - vfork_reported_, 0, 0, DropReason::kVfork);
     vfork_reported_ = vfork;
-    current_->vfork_reported = vfork;
+    commits_.open().vfork_reported = vfork;
   }
 }
 
@@ -745,29 +618,17 @@ void Drainer::check_owners() {
 }
 
 bool Drainer::finish(bool owners_gone) {
-  Buffer* done = nullptr;
-  while (writer_ != nullptr && (done = writer_->take_done(0)) != nullptr) apply(done);
+  dest_.collect(0);
   if (!owners_gone) check_owners();
   to_head_ = true;  // everything published goes into the file
   for (uint32_t i = 0; i < rings_.size(); ++i) drain_ring(i, owners_gone);
   reserve(2 * sink_.max_event_bytes());
   report_segment_drops();
   submit_current();
-  if (writer_ == nullptr) return true;  // flight recorder: all of it is in the window
   // --max-size: the file's last line says how many records it does not hold.
   if (full_ && max_size_unreported_ != 0) write_max_size_line();
-  // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
-  Buffer marker;
-  marker.sync = true;
-  ++in_flight_;
-  writer_->submit(&marker);
-  for (;;) {
-    Buffer* b = writer_->take_done(100000);
-    if (b == nullptr) continue;
-    apply(b);
-    if (b == &marker) break;
-  }
-  return !output_->had_error();
+  // Every buffer durable and committed, the file synced.
+  return dest_.finish();
 }
 
 }  // namespace spanring

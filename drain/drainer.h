@@ -1,6 +1,8 @@
 // The drainer's consumer loop over one segment: reads every ring's published records in
-// batches, formats them as [STRACE] text, hands full buffers to the UringWriter, and advances a
-// ring's tail only when the buffer holding its records is in the file.
+// batches, formats them through a Sink into buffers its Destination hands out
+// (drain/destination.h: a file, or the flight recorder's window), and advances a ring's tail
+// only when the buffer holding its records is durable there. What the Drainer keeps is ring
+// reading and accounting; buffers, writing, file limits and rotation are the Destination's.
 //
 // Accounting, per ring owner (one thread of one process): every record sequence number is
 // either written as a [STRACE] line, or reported on a [SPANRING_DROPS] line with its reason:
@@ -9,11 +11,10 @@
 // quarantined, or one compact record named a string id that does not resolve). Segment-wide counts: `no_ring` (every ring was taken) and `vfork` (a vfork child
 // emitted before exec). Records whose write to the file failed are counted as unwritten.
 //
-// Bounded output (drain/output_files.h): each buffer is sized to the room left in the file, so
-// a file never passes its limit and ends at a block / line boundary. --rotate: when the room
-// left cannot hold a buffer's worth of events, the drainer waits until every buffer of the file
-// is committed, starts the next file and announces every process and thread again in it, so
-// each file reads alone. --max-size: the drainer goes on consuming every ring (producers never
+// Bounded output (drain/output_files.h): the destination sizes each buffer to the room left in
+// the file. --rotate: when it starts the next file (new_file()), every process and thread is
+// announced again in it, so each file reads alone. --max-size: once the destination takes no
+// more bytes (buffers of capacity 0), the drainer goes on consuming every ring (producers never
 // notice) but writes nothing more; each sequence number it consumes from then on (records, and
 // drops of any reason) is counted as `max_size`, and when it finishes one
 // [SPANRING_DROPS] ... reason=max_size line (pid 0) in the room kept back for it says how many
@@ -21,18 +22,18 @@
 // drainer's line covers the whole run.
 // Spans open when their owner died are listed on [SPANRING_UNFINISHED] lines, not counted.
 //
-// Exactly once across a drainer crash: each written buffer is committed through the segment's
-// journal (segment_layout.h); a restarted drainer replays a pending journal, cuts the file back
-// to the commit offset and resumes every ring from its committed tail.
+// Exactly once across a drainer crash: each buffer's Commit (drain/journal.h) is journaled
+// through the segment once the destination says the buffer is durable; a restarted drainer
+// replays a pending journal, cuts the file back to the commit offset and resumes every ring
+// from its committed tail.
 //
-// Drain thread only (not thread-safe); the UringWriter's thread is the only other thread.
+// Drain thread only (not thread-safe); a destination's writer thread is the only other thread.
 #pragma once
 
+#include "drain/destination.h"
 #include "drain/drainer_lock.h"
-#include "drain/flight_recorder.h"
 #include "drain/journal.h"
 #include "drain/owner_watch.h"
-#include "drain/output_files.h"
 #include "drain/tsc_clock.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
@@ -70,18 +71,17 @@ struct DrainStats {
 
 class Drainer {
  public:
-  // `segment`, `output` and `sink` must outlive the Drainer. Every ring and slot access goes
-  // through the segment's validated view (segment_view.h), never the header's geometry.
-  // `sink` is the output format; `output` the file(s) and their limits. `kept_bytes`: the
-  // committed prefix the output's writer kept (from recover()); processes already announced
-  // there (anchors) are recognised by `known_pids`, which the caller reads from that prefix.
-  Drainer(const Segment& segment, OutputFiles& output, Sink& sink, uint64_t kept_bytes = 0,
+  // `segment`, `destination` and `sink` must outlive the Drainer. Every ring and slot access
+  // goes through the segment's validated view (segment_view.h), never the header's geometry.
+  // `sink` is the output format (for the flight recorder, a FlightSink over the same recorder);
+  // `destination` where its bytes go: the segment's commit record names it from now on
+  // (Destination::dev/ino), and when it starts with a previous drainer's committed prefix
+  // (kept_bytes(), from recover()), the processes already announced there (anchors) are
+  // recognised by `known_pids`, which the caller reads from that prefix. Attaches itself to
+  // the destination (Destination::attach).
+  Drainer(const Segment& segment, Destination& destination, Sink& sink,
           const std::unordered_set<uint32_t>& known_pids = {});
-  // Flight-recorder mode (drain/flight_recorder.h): no output file. Each finished buffer (of
-  // flight.block_bytes()) is handed to `flight`, which keeps it in its window, and committed at
-  // once (tails advance as soon as the records are in the drainer's memory); `sink` is a
-  // FlightSink over the same recorder. `flight` and `sink` must outlive the Drainer.
-  Drainer(const Segment& segment, FlightRecorder& flight, Sink& sink);
+  // Waits until every buffer handed to the destination is durable (and commits it).
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
@@ -111,7 +111,8 @@ class Drainer {
   // a pidfd per owner process and a signal-0 tgkill per owner thread (owner_watch.h): call
   // every ~100 ms.
   void check_owners();
-  // Hands the partly filled buffer to the writer (call when idle, so the file does not lag).
+  // Hands the partly filled buffer to the destination (call when idle, so the file does not
+  // lag).
   void flush_partial();
   // When buffers are on their way to the file, waits up to `timeout_us` for one to come back
   // and commits it (its rings' tails advance, so producers get room) and returns true; returns
@@ -119,7 +120,8 @@ class Drainer {
   bool wait_for_write(int64_t timeout_us);
   // Final drain: `owners_gone` = every producer process has exited (then every ring is drained
   // to its head, its trailing drops and open spans reported, and freed). Waits for every buffer
-  // to be written and committed, fsyncs. Returns false when a write or fsync failed.
+  // to be durable and committed, and the destination synced (Destination::finish). Returns
+  // false when a write or fsync failed.
   bool finish(bool owners_gone);
 
   const DrainStats& stats() const noexcept { return stats_; }
@@ -171,14 +173,25 @@ class Drainer {
   char* reserve(size_t bytes);
   void commit(size_t bytes) noexcept { current_->len += bytes; }
   void submit_current();
-  void apply(Buffer* b);
-  Buffer* take_buffer();
-  // Frames a buffer taken for the current file: its capacity is the room left in the file;
-  // when too little is left, rotates or (--max-size) turns to counting.
-  void start_buffer(Buffer* b);
-  void rotate();
-  void reach_max_size();
+  // Takes the next buffer from the destination and frames it; a buffer of capacity 0 (the
+  // destination takes no more bytes) turns the drainer to counting.
+  void start_buffer();
   void write_max_size_line();
+  // DestinationEvents (through events_): the oldest pending Commit is durable (journaled
+  // here); a rotation started a new file; the flight recorder let a process go.
+  void durable(bool failed, uint64_t end);
+  void new_file(uint64_t dev, uint64_t ino);
+  void forget_process(uint32_t pid);
+  // The destination's events, forwarded. A member rather than a base class of Drainer: a base
+  // with virtual functions puts a vtable pointer in front of view_, and drain_ring() then pays
+  // an address computation per call (callgrind counted it).
+  struct Events final : DestinationEvents {
+    explicit Events(Drainer& d) noexcept : drainer(d) {}
+    void durable(bool failed, uint64_t end) override { drainer.durable(failed, end); }
+    void new_file(uint64_t dev, uint64_t ino) override { drainer.new_file(dev, ino); }
+    void forget_process(uint32_t pid) override { drainer.forget_process(pid); }
+    Drainer& drainer;
+  };
   void count_max_size(uint64_t n) noexcept {
     count_dropped(DropReason::kMaxSize, n);
     max_size_unreported_ += n;
@@ -198,16 +211,9 @@ class Drainer {
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
   // Segment drop counters found implausible (implausible_segment_counter), said once each.
   std::set<std::string> implausible_said_;
-  OutputFiles* output_ = nullptr;  // the output file(s); null in flight-recorder mode
-  UringWriter* writer_;         // output_->writer(): the current file's; null in flight-recorder mode
-  FlightRecorder* flight_ = nullptr;  // flight-recorder mode: where finished buffers go
-  std::vector<FlightOwnerMark> marks_;  // flight-recorder mode: scratch of submit_current()
-  size_t buffer_bytes_;
+  Destination& dest_;         // where the buffers go
   Sink& sink_;
-  uint64_t file_limit_ = 0;  // bytes the current file may hold (0 = unbounded)
-  uint64_t file_bytes_ = 0;  // bytes handed to the writer for the current file, kept prefix included
-  uint64_t line_room_ = 0;   // --max-size: bytes kept back for the closing max_size drops line
-  size_t min_room_ = 0;      // a buffer with less room than this is not started: rotate or stop
+  PendingCommits commits_;    // the current buffer's Commit, then each handed over, in order
   bool full_ = false;        // --max-size reached (or a rotation failed): count, do not write
   uint64_t max_size_unreported_ = 0;  // max_size records not yet reported in the file
   size_t frame_bytes_ = 0;   // what begin_buffer() writes: a buffer longer than this has events
@@ -218,10 +224,7 @@ class Drainer {
   uint64_t peak_slots_ = 0;  // last_poll_peak_slots()
   bool to_head_ = false;     // read every ring to its head (poll_all, finish), not behind it
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
-  std::vector<std::unique_ptr<Buffer>> buffers_;  // every buffer we own
-  std::vector<Buffer*> free_;
-  Buffer* current_ = nullptr;
-  uint64_t in_flight_ = 0;  // buffers handed to the writer and not yet back
+  Buffer* current_ = nullptr;    // the buffer being filled (the destination's)
   std::unordered_set<uint32_t> anchored_pids_;
   TscClock clock_;  // TSC ticks of kRecordTsc records and open spans -> CLOCK_MONOTONIC ns
   std::unordered_set<uint32_t> pids_;
@@ -229,6 +232,7 @@ class Drainer {
   uint64_t no_ring_reported_ = 0;  // as written into buffers (the header has the committed)
   uint64_t vfork_reported_ = 0;
   DrainStats stats_;
+  Events events_{*this};
 };
 
 }  // namespace spanring

@@ -26,19 +26,17 @@ struct FlightRecorder::Job {
   SnapshotRequest req;
   uint64_t number = 0;
   std::unique_ptr<UringWriter> writer;
-  // Write buffers: first the file header and metadata blocks, then reused for the window's
-  // blocks (at most kSnapshotBuffers of them, or as many as the metadata took).
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  std::vector<Buffer*> free;
+  // Write buffers (kSnapshotBuffers of kSnapshotBufferBytes): first the file header and
+  // metadata blocks, then the window's blocks. Declared after `writer`: gone before it.
+  std::unique_ptr<BufferedWriter> out;
   Buffer* cur = nullptr;
-  size_t in_flight = 0;
   uint64_t next_block = 0;  // the next window block to copy (absolute number)
   uint64_t end_block = 0;   // one past the last block of this snapshot
   uint64_t out_seq = 0;     // the next block sequence number in the snapshot file
   uint64_t records = 0;     // spans in the snapshot's window
   uint64_t overwritten = 0; // sequence numbers reported as overwritten
+  uint64_t meta_blocks = 0; // metadata blocks written before the window's
   bool marker_sent = false;
-  Buffer marker;
 };
 
 FlightRecorder::FlightRecorder(uint64_t size_bytes, UringWriter::Fallback fallback)
@@ -59,6 +57,42 @@ FlightRecorder::FlightRecorder(uint64_t size_bytes, UringWriter::Fallback fallba
 FlightRecorder::~FlightRecorder() {
   if (job_) finish_job(false, "the drainer is exiting");
   for (SnapshotRequest& r : queue_) answer_snapshot_error(r.reply_fd, "the drainer is exiting");
+}
+
+// ---- Destination ---------------------------------------------------------------------------
+
+void FlightRecorder::attach(DestinationEvents& events, size_t) { events_ = &events; }
+
+Buffer* FlightRecorder::take() {
+  Buffer* b = nullptr;
+  if (!free_blocks_.empty()) {
+    b = free_blocks_.back();
+    free_blocks_.pop_back();
+  } else {
+    auto fresh = std::make_unique<Buffer>();
+    // Not zero-filled: every byte is written before it is read.
+    fresh->data = std::make_unique_for_overwrite<char[]>(block_bytes_);
+    b = fresh.get();
+    drain_buffers_.push_back(std::move(fresh));
+  }
+  b->capacity = block_bytes_;
+  b->len = 0;
+  return b;
+}
+
+void FlightRecorder::submit(Buffer* b, const Commit& commit) {
+  // The block goes into the window, which is where it is "written": durable now. Its owners'
+  // state after it tells the window what each block holds of whom.
+  marks_.clear();
+  for (const TailUpdate& t : commit.tails)
+    marks_.push_back(FlightOwnerMark{t.ring, t.generation, t.pid, t.tid, t.first_seq,
+                                     t.next_seq, t.free_after});
+  keep(b->data.get(), b->len, commit.records, marks_, commit.no_ring_reported,
+       commit.vfork_reported);
+  free_blocks_.push_back(b);
+  events_->durable(false, 0);  // `commit` is the drainer's no more
+  // Processes the window no longer describes are announced again if they come back.
+  for (uint32_t pid : take_forgotten_pids()) events_->forget_process(pid);
 }
 
 // ---- the window ------------------------------------------------------------------------------
@@ -218,36 +252,45 @@ void FlightRecorder::start_next() {
   job->end_block = first_block_ + blocks_.size();
   for (const Block& b : blocks_) job->records += b.records;
 
+  try {
+    job->writer = std::make_unique<UringWriter>(job->req.path, 8, 0, fallback_);
+  } catch (const Error& e) {
+    report("spanring: snapshot %llu (%s) failed: %s\n",
+                 static_cast<unsigned long long>(job->number), job->req.reason.c_str(), e.what());
+    answer_snapshot_error(job->req.reply_fd, e.what());
+    return;
+  }
+  job->out = std::make_unique<BufferedWriter>(*job->writer, kSnapshotBufferBytes,
+                                              kSnapshotBuffers);
+  BufferedWriter& out = *job->out;
+
   // The metadata blocks: file header (version 2), processes, threads, overwritten ranges.
   BinarySink sink(false, 0);
   Buffer* cur = nullptr;
-  std::vector<Buffer*> meta;
   auto room = [&]() -> char* {
     if (cur == nullptr) {
-      auto b = std::make_unique<Buffer>();
-      b->data = std::make_unique<char[]>(kSnapshotBufferBytes);
-      b->capacity = kSnapshotBufferBytes;
-      if (job->buffers.empty()) {
+      cur = out.take();
+      if (job->meta_blocks == 0) {
         FileHeader fh{};
         std::memcpy(fh.magic, kTraceMagic, sizeof fh.magic);
         fh.version = kTraceVersion;
         fh.header_bytes = kFileHeaderBytes;
-        std::memcpy(b->data.get(), &fh, sizeof fh);
-        b->len = sizeof fh;
+        std::memcpy(cur->data.get(), &fh, sizeof fh);
+        cur->len = sizeof fh;
       }
-      b->len += sink.begin_buffer(b->data.get() + b->len);
-      cur = b.get();
-      job->buffers.push_back(std::move(b));
-      meta.push_back(cur);
+      cur->len += sink.begin_buffer(cur->data.get() + cur->len);
     }
     return cur->data.get() + cur->len;
   };
   // end_buffer() finds the block header where begin_buffer() put it, relative to its `out`:
-  // the first buffer's block starts after the file header.
+  // the first buffer's block starts after the file header. Each block goes to the file as it
+  // is finished.
   auto end_meta = [&] {
     if (cur == nullptr) return;
-    const size_t at = cur == meta.front() ? kFileHeaderBytes : 0;
+    const size_t at = job->meta_blocks == 0 ? kFileHeaderBytes : 0;
     sink.end_buffer(cur->data.get() + at, cur->len - at);
+    out.submit(cur);
+    ++job->meta_blocks;
     cur = nullptr;
   };
   // Events in pid order, so two snapshots of the same state are the same bytes.
@@ -301,62 +344,31 @@ void FlightRecorder::start_next() {
     });
   if (cur == nullptr) room();  // a snapshot of nothing still has its header and one block
   end_meta();
-  job->out_seq = meta.size();
-
-  try {
-    job->writer = std::make_unique<UringWriter>(job->req.path, 8, 0, fallback_);
-  } catch (const Error& e) {
-    report("spanring: snapshot %llu (%s) failed: %s\n",
-                 static_cast<unsigned long long>(job->number), job->req.reason.c_str(), e.what());
-    answer_snapshot_error(job->req.reply_fd, e.what());
-    return;
-  }
+  job->out_seq = job->meta_blocks;
   job_ = std::move(job);
-  for (Buffer* b : meta) {
-    ++job_->in_flight;
-    job_->writer->submit(b);
-  }
   pump();
 }
 
 bool FlightRecorder::pump(int64_t wait_us) {
   if (!job_) return false;
   Job& j = *job_;
-  auto done = [&](Buffer* b) {
-    if (b == &j.marker) {
-      finish_job(!j.writer->had_error(), "writing it failed (see above)");
-      return;
-    }
-    --j.in_flight;
-    b->len = 0;
-    j.free.push_back(b);
+  // The sync marker comes back after every block is written, once the file is fsynced.
+  auto finished = [&] {
+    if (!j.marker_sent || !j.out->synced()) return false;
+    finish_job(!j.writer->had_error(), "writing it failed (see above)");
+    return true;
   };
-  while (Buffer* b = j.writer->take_done(0)) {
-    done(b);
-    if (!job_) return false;
-  }
+  j.out->collect(0);
+  if (finished()) return false;
   for (;;) {
     while (j.next_block < j.end_block) {
       if (j.cur == nullptr) {
-        if (!j.free.empty()) {
-          j.cur = j.free.back();
-          j.free.pop_back();
-        } else if (j.buffers.size() < kSnapshotBuffers) {
-          auto b = std::make_unique<Buffer>();
-          b->data = std::make_unique<char[]>(kSnapshotBufferBytes);
-          b->capacity = kSnapshotBufferBytes;
-          j.cur = b.get();
-          j.buffers.push_back(std::move(b));
-        } else {
-          break;  // every write buffer is on its way to the file
-        }
-        j.cur->len = 0;
-        j.cur->failed = false;
+        j.cur = j.out->try_take();
+        if (j.cur == nullptr) break;  // every write buffer is on its way to the file
       }
       const Block& blk = blocks_[j.next_block - first_block_];
       if (j.cur->capacity - j.cur->len < blk.len) {
-        ++j.in_flight;
-        j.writer->submit(j.cur);
+        j.out->submit(j.cur);
         j.cur = nullptr;
         continue;
       }
@@ -373,22 +385,17 @@ bool FlightRecorder::pump(int64_t wait_us) {
     }
     if (j.next_block == j.end_block) {
       if (j.cur != nullptr) {
-        ++j.in_flight;
-        j.writer->submit(j.cur);
+        j.out->submit(j.cur);
         j.cur = nullptr;
       }
       if (!j.marker_sent) {
-        // Comes back after every block is written, once the file is fsynced.
-        j.marker.sync = true;
+        j.out->request_sync();
         j.marker_sent = true;
-        j.writer->submit(&j.marker);
       }
     }
     if (wait_us <= 0) return true;
-    Buffer* b = j.writer->take_done(wait_us);
-    if (b == nullptr) return true;
-    done(b);
-    if (!job_) return false;
+    if (j.out->collect(wait_us) == 0) return true;
+    if (finished()) return false;
     wait_us = 0;  // one wait per call; go on copying with what came back
   }
 }
@@ -396,6 +403,8 @@ bool FlightRecorder::pump(int64_t wait_us) {
 void FlightRecorder::finish_job(bool ok, const std::string& why) {
   std::unique_ptr<Job> j = std::move(job_);
   const uint64_t bytes = j->writer ? j->writer->bytes_written() : 0;
+  j->cur = nullptr;   // a buffer being filled goes with the pool
+  j->out.reset();     // waits for the buffers in flight
   j->writer.reset();  // the writer thread ends once everything queued is written
   if (ok) {
     ++written_;

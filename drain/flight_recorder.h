@@ -23,8 +23,13 @@
 // in a list of at most kMaxGoneOwners entries, beyond which ranges are summed into one
 // pid=0 tid=0 `overwritten` count (memory stays bounded under thread churn).
 //
-// Writing a snapshot does not stop draining: its blocks go through a UringWriter of its own
-// (io_uring, or write(2) where blocked) a few buffers at a time, between polls; blocks not yet
+// The recorder is the drainer's Destination (drain/destination.h) in this mode: each buffer the
+// drainer fills (one block of block_bytes() at most) is kept in the window and durable at once,
+// so tails advance as soon as the records are in the drainer's memory.
+//
+// Writing a snapshot does not stop draining: its blocks go through a BufferedWriter and a
+// UringWriter of its own (io_uring, or write(2) where blocked) a few buffers at a time, between
+// polls; blocks not yet
 // copied are pinned, and only when the window must evict one of them (the trace outruns the
 // snapshot's disk) does keep() wait for the snapshot's writer. Requests that arrive during a
 // snapshot are queued and taken one after the other.
@@ -34,6 +39,8 @@
 // copy of its metadata blocks.
 #pragma once
 
+#include "drain/buffered_writer.h"
+#include "drain/destination.h"
 #include "drain/snapshot_control.h"
 #include "drain/uring_writer.h"
 #include "format/binary_sink.h"
@@ -63,7 +70,7 @@ struct FlightOwnerMark {
   bool last = false;       // the owner is gone: this block is its last
 };
 
-class FlightRecorder {
+class FlightRecorder final : public Destination {
  public:
   // SIZE bounds: a window must hold several drain buffers (block_bytes() is SIZE / 8, at most
   // 1 MiB), and the byte ring is one allocation (its pages are touched only as it fills).
@@ -78,7 +85,7 @@ class FlightRecorder {
   // Throws Error (kInvalidArgument) for a size outside [kMinBytes, kMaxBytes]. `fallback`: the
   // snapshot writers' (UringWriter::Fallback).
   FlightRecorder(uint64_t size_bytes, UringWriter::Fallback fallback);
-  ~FlightRecorder();
+  ~FlightRecorder() override;
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
@@ -93,7 +100,25 @@ class FlightRecorder {
   // The drain buffer size the drainer must use in this mode: one block at most this long.
   size_t block_bytes() const noexcept { return block_bytes_; }
 
-  // ---- from the drainer (FlightSink and Drainer::submit_current)
+  // ---- Destination: the drainer's buffers of block_bytes() become the window's blocks. No
+  // file: dev() and ino() are 0 and nothing is kept from a previous drainer. submit() keeps
+  // the block (keep(), with one FlightOwnerMark per TailUpdate of its Commit) and reports it
+  // durable at once, then the processes the window let go (forget_process()). finish() has
+  // nothing to wait for.
+  void attach(DestinationEvents& events, size_t max_event_bytes) override;
+  uint64_t dev() const noexcept override { return 0; }
+  uint64_t ino() const noexcept override { return 0; }
+  uint64_t kept_bytes() const noexcept override { return 0; }
+  const std::string& name() const noexcept override { return name_; }
+  Buffer* take() override;
+  Buffer* take_closing() override { return take(); }
+  void give_back(Buffer* b) noexcept override { free_blocks_.push_back(b); }
+  void submit(Buffer* b, const Commit& commit) override;
+  bool collect(int64_t) override { return false; }
+  size_t in_flight() const noexcept override { return 0; }
+  bool finish() override { return true; }
+
+  // ---- from the drainer (FlightSink and submit())
   void process(const ProcessEvent& e);
   void thread(const ThreadEvent& e);
   // A finished block `data[0, len)` (block header + events, as BinarySink framed it) holding
@@ -174,6 +199,12 @@ class FlightRecorder {
   uint64_t size_;
   size_t block_bytes_;
   UringWriter::Fallback fallback_;
+  std::string name_ = "the flight recorder's memory";
+  DestinationEvents* events_ = nullptr;
+  // The drainer's buffers (one at a time in practice: each comes back at submit()).
+  std::vector<std::unique_ptr<Buffer>> drain_buffers_;
+  std::vector<Buffer*> free_blocks_;
+  std::vector<FlightOwnerMark> marks_;  // scratch of submit()
   std::unique_ptr<char[]> ring_;
   uint64_t ring_head_ = 0;  // bytes ever stored
   uint64_t ring_tail_ = 0;  // start of the oldest block kept

@@ -5,6 +5,8 @@
 
 #include <sys/stat.h>
 
+#include <utility>
+
 namespace spanring {
 
 void CommitJournal::apply(const SegmentView& view, JournalEntry e) noexcept {
@@ -45,6 +47,31 @@ void CommitJournal::commit(uint32_t count, uint64_t file_end, uint64_t no_ring_r
   // release: a restarted drainer that sees the even seq sees every store above.
   h.journal_seq.store(seq + 2, std::memory_order_release);
   SPANRING_TEST_POINT("drainer_committed");
+}
+
+void CommitJournal::set_output(uint64_t dev, uint64_t ino, uint64_t commit_offset) const noexcept {
+  SegmentHeader& h = view_.header();
+  h.commit_offset.store(commit_offset, std::memory_order_relaxed);
+  h.output_dev = dev;
+  h.output_ino = ino;
+}
+
+const Commit& PendingCommits::seal() {
+  queue_.push_back(std::move(open_));
+  if (spare_.empty()) {
+    open_ = Commit{};
+  } else {
+    open_ = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  return queue_.back();
+}
+
+void PendingCommits::pop() {
+  Commit c = std::move(queue_.front());
+  queue_.pop_front();
+  c.clear();
+  spare_.push_back(std::move(c));
 }
 
 uint64_t recover(const Segment& segment, const std::string& out_path) {

@@ -9,6 +9,12 @@
 // old commit_offset) or an odd one (the journal is complete: recover() applies it again, which
 // is idempotent). Test points (test_point.h) sit after each visible step.
 //
+// Which commit goes with which bytes: the drainer hands buffers to its Destination
+// (drain/destination.h) in order and keeps, for each, the Commit it brings (TailUpdates, the
+// segment-wide counters) in PendingCommits, in the same order; when the destination says the
+// oldest buffer is durable, its Commit goes through CommitJournal::commit(). The buffers
+// themselves carry only bytes.
+//
 // Drainer thread only, with the DrainerLock held. Indices and counts read back from the
 // segment (a journal entry's ring, journal_count) are checked against the SegmentView.
 #pragma once
@@ -16,10 +22,67 @@
 #include <spanring/segment.h>
 #include <spanring/segment_view.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <vector>
 
 namespace spanring {
+
+// One ring owner's drainer line after the bytes of a buffer: where its tail may move once they
+// are durable. The owner's pid, tid and first drained sequence number come along for a
+// destination that keeps per-owner state (the flight recorder's window).
+struct TailUpdate {
+  uint32_t ring;            // ring index
+  uint32_t generation;      // owner generation the records belong to
+  uint64_t tail;            // slots consumed up to here
+  uint64_t next_seq;        // the owner's next expected sequence number at `tail`
+  uint64_t drops_reported;  // the owner's drops written so far, this buffer included
+  bool free_after;          // the owner is gone and this is its last tail: free the ring
+  uint32_t pid;
+  uint32_t tid;
+  uint64_t first_seq;       // the first sequence number this drainer drained of the owner
+};
+
+// What one buffer brings to the segment once it is durable.
+struct Commit {
+  std::vector<TailUpdate> tails;  // every owner with records or reports in the buffer
+  uint64_t records = 0;           // spans formatted into it (unwritten if its write fails)
+  uint64_t no_ring_reported = 0;  // segment counters written up to this buffer (0 = unchanged)
+  uint64_t vfork_reported = 0;
+  uint64_t max_size_dropped = 0;  // --max-size: records not in the file nor reported, as of it
+
+  void clear() noexcept {
+    tails.clear();
+    records = 0;
+    no_ring_reported = 0;
+    vfork_reported = 0;
+    max_size_dropped = 0;
+  }
+};
+
+// The Commit of the buffer being filled (open()) and those of the buffers handed to the
+// destination and not durable yet, oldest first. Storage is reused: a steady drainer does not
+// allocate here.
+class PendingCommits {
+ public:
+  // The commit of the buffer being filled.
+  Commit& open() noexcept { return open_; }
+  // The buffer being filled was handed over: its commit joins the queue (and is returned, to
+  // be read while the buffer is submitted); open() is empty again.
+  const Commit& seal();
+  // The oldest handed-over commit (the queue must not be empty) and its removal.
+  Commit& front() noexcept { return queue_.front(); }
+  void pop();
+  bool empty() const noexcept { return queue_.empty(); }
+  size_t size() const noexcept { return queue_.size(); }
+
+ private:
+  Commit open_;
+  std::deque<Commit> queue_;
+  std::vector<Commit> spare_;  // popped commits, their vectors' capacity kept
+};
 
 class CommitJournal {
  public:
@@ -35,6 +98,28 @@ class CommitJournal {
   // entries).
   void commit(uint32_t count, uint64_t file_end, uint64_t no_ring_reported,
               uint64_t vfork_reported, uint64_t max_size_dropped) const;
+  // Commits `c`, durable up to `file_end`: its TailUpdates for which `live(t)` holds (the
+  // owner is still the drainer's: a ring freed and re-adopted since is not touched) become the
+  // journal's entries.
+  template <class Live>
+  void commit(const Commit& c, uint64_t file_end, Live&& live) const {
+    JournalEntry* j = entries();
+    uint32_t n = 0;
+    for (const TailUpdate& t : c.tails) {
+      if (!live(t)) continue;
+      j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
+                            t.free_after ? 1u : 0u, 0};
+    }
+    commit(n, file_end, c.no_ring_reported, c.vfork_reported, c.max_size_dropped);
+  }
+
+  // Names the file the segment is drained into now (its device and inode; 0, 0: none) and
+  // the bytes of it committed (`commit_offset`). The offset is stored first: a drainer killed
+  // between the stores leaves (previous file, offset), and a restart finds the previous file
+  // no longer under the output's name (a rotation renamed it, or the new file replaced it), so
+  // it starts afresh; the other order could leave (new file, stale offset), which a restart
+  // cannot resume.
+  void set_output(uint64_t dev, uint64_t ino, uint64_t commit_offset) const noexcept;
 
   // Applies one entry to its ring's drainer line: next_seq, drops_reported, generation, the
   // tail (release), and frees the ring when the entry says so and the ring still has that

@@ -1,10 +1,13 @@
 // OutputFiles (drain/output_files.h).
 #include "drain/output_files.h"
 
+#include "drain/diagnostics.h"
+
 #include <sys/stat.h>
 
 #include <spanring/error.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -69,15 +72,110 @@ OutputFiles::OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fal
     throw Error(ErrorCode::kInvalidArgument,
                 "--rotate needs a regular file: " + path_ + " is a pipe or a device", EINVAL,
                 path_);
+  kept_bytes_ = keep_bytes;
+  file_bytes_ = keep_bytes;
+  pool_ = std::make_unique<BufferedWriter>(*writer_, kBufferBytes, kMaxBuffers,
+                                           [this](const Buffer& b) {
+                                             if (events_ != nullptr)
+                                               events_->durable(b.failed, b.file_end);
+                                           });
 }
 
 OutputFiles::~OutputFiles() = default;
+
+void OutputFiles::attach(DestinationEvents& events, size_t max_event_bytes) {
+  events_ = &events;
+  // Room for a file header and a block header, and two records' worth of events (a record
+  // brings at most four: drops, process, thread, span): a buffer with less is not worth its
+  // block header.
+  min_room_ = 64 + 2 * (4 * max_event_bytes);
+  file_limit_ = limits_.file_limit();
+  // The closing max_size line: a block (and, in an empty file, a file header) around one
+  // drops event.
+  if (limits_.max_size != 0) line_room_ = 64 + max_event_bytes;
+}
+
+Buffer* OutputFiles::take() {
+  Buffer* b = pool_->take();
+  if (!full_ && file_limit_ != 0) {
+    const uint64_t usable = file_limit_ - line_room_;
+    if (file_bytes_ + min_room_ > usable) {
+      if (limits_.rotating())
+        rotate();
+      else
+        reach_max_size();
+    }
+  }
+  if (full_) {
+    b->capacity = 0;
+    return b;
+  }
+  if (file_limit_ != 0)
+    b->capacity = static_cast<size_t>(
+        std::min<uint64_t>(b->capacity, file_limit_ - line_room_ - file_bytes_));
+  return b;
+}
+
+Buffer* OutputFiles::take_closing() {
+  Buffer* b = pool_->take();
+  if (file_limit_ != 0)
+    b->capacity = file_limit_ > file_bytes_
+                      ? static_cast<size_t>(std::min<uint64_t>(b->capacity,
+                                                               file_limit_ - file_bytes_))
+                      : 0;
+  return b;
+}
+
+void OutputFiles::submit(Buffer* b, const Commit&) {
+  file_bytes_ += b->len;
+  pool_->submit(b);
+}
+
+bool OutputFiles::collect(int64_t timeout_us) {
+  if (pool_->in_flight() == 0) return false;
+  pool_->collect(timeout_us);
+  return true;
+}
+
+bool OutputFiles::finish() {
+  // A sync marker comes back after every earlier buffer, then the file is fsync'ed.
+  pool_->sync();
+  return !had_error();
+}
+
+void OutputFiles::rotate() {
+  // Every buffer of this file is written and committed first: a drainer killed from here on
+  // finds the segment's commit at the end of this complete file, or in the next one, never in
+  // between.
+  pool_->wait_all();
+  try {
+    next_file();
+  } catch (const Error& e) {
+    report("spanring: cannot start the next file of %s: %s; nothing more is "
+                 "written, the records from now on are counted (reason max_size)\n",
+                 path_.c_str(), e.what());
+    full_ = true;
+    return;
+  }
+  pool_->set_writer(*writer_);
+  file_bytes_ = 0;
+  events_->new_file(writer_->dev(), writer_->ino());
+}
+
+void OutputFiles::reach_max_size() {
+  full_ = true;
+  report("spanring: %s reached --max-size (%llu bytes) at byte %llu: nothing more "
+               "is written; the records from now on are counted (reason max_size) and the "
+               "file's last line says how many\n",
+               path_.c_str(), static_cast<unsigned long long>(file_limit_),
+               static_cast<unsigned long long>(file_bytes_));
+}
 
 std::string OutputFiles::rotated_path(const std::string& path, uint32_t n) {
   return n == 0 ? path : path + "." + std::to_string(n);
 }
 
-UringWriter& OutputFiles::rotate() {
+void OutputFiles::next_file() {
   const uint32_t count = limits_.rotate_count;
   auto fail = [&](const std::string& what, const std::string& which) {
     const int err = errno;
@@ -99,7 +197,6 @@ UringWriter& OutputFiles::rotate() {
   failed_before_ = failed_before_ || writer_->had_error();
   writer_ = std::move(next);
   ++rotations_;
-  return *writer_;
 }
 
 }  // namespace spanring

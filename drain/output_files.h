@@ -1,7 +1,12 @@
-// The drainer's output as files: one file, optionally capped (--max-size), or a rotating set
-// (--rotate SIZE[:COUNT]). OutputFiles owns the UringWriter of the current file; the Drainer
-// decides when a file is full (it sizes its buffers to the room left, drain/drainer.h) and asks
-// for the next one.
+// The drainer's output as files, a Destination (drain/destination.h): one file, optionally
+// capped (--max-size), or a rotating set (--rotate SIZE[:COUNT]). OutputFiles owns the
+// UringWriter of the current file and the BufferedWriter (pool of 1 MiB buffers) that writes
+// to it; it sizes each buffer it hands out to the room left in the file, so a file never passes
+// its limit and ends at a block / line boundary. When the room left cannot hold a buffer's worth
+// of events it rotates (waiting until every buffer of the file is durable, then telling the
+// drainer, which announces every process and thread again so that each file reads alone) or,
+// with --max-size, hands out buffers of capacity 0 from then on, keeping back the room for the
+// drainer's closing max_size drops line (take_closing()).
 //
 // Rotation names files the way logrotate does: the current file is always FILE (the -o path),
 // the one before it FILE.1, then FILE.2, ... up to FILE.<COUNT-1>; a rotation deletes the
@@ -10,7 +15,7 @@
 // (`tail -F`, a collector) and a restarted drainer both find the current file at the name they
 // were given, and "newest COUNT" is "FILE and FILE.1 .. FILE.<COUNT-1>" with no listing.
 //
-// Restart (drain/journal.h): the Drainer rotates only once every buffer of the current file is
+// Restart (drain/journal.h): a rotation happens only once every buffer of the current file is
 // written and committed, and FILE is renamed away before the new FILE is created; the segment's
 // commit then names either the old file (complete, now FILE.1, never touched again) or the new
 // FILE, so a restarted `spanring drain -o FILE --rotate ...` keeps FILE's committed prefix or
@@ -19,6 +24,8 @@
 // Drain thread only.
 #pragma once
 
+#include "drain/buffered_writer.h"
+#include "drain/destination.h"
 #include "drain/uring_writer.h"
 
 #include <cstdint>
@@ -55,14 +62,20 @@ OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text);
 // Error (kInvalidArgument).
 void check_limits(const OutputLimits& limits);
 
-class OutputFiles {
+class OutputFiles final : public Destination {
  public:
+  // Buffers of kBufferBytes: large enough that one io_uring write carries thousands of lines,
+  // small enough that a partly filled buffer flushed when idle costs nothing. At most
+  // kMaxBuffers in flight (64 MiB of formatted text) before take() waits for the file.
+  static constexpr size_t kBufferBytes = 1u << 20;
+  static constexpr size_t kMaxBuffers = 64;
+
   // Opens `path` as UringWriter does (keeping its first `keep_bytes`). Throws Error when it
   // cannot be opened, or when `limits` rotate and `path` is not a regular file (a pipe cannot
   // be rotated).
   OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fallback fallback,
               const OutputLimits& limits);
-  ~OutputFiles();
+  ~OutputFiles() override;  // waits for the buffers in flight
   OutputFiles(const OutputFiles&) = delete;
   OutputFiles& operator=(const OutputFiles&) = delete;
 
@@ -74,21 +87,46 @@ class OutputFiles {
   // True when a write to any file this drainer wrote failed.
   bool had_error() const noexcept { return failed_before_ || writer_->had_error(); }
 
-  // Starts the next file: closes the current one (every buffer of it must be back from the
-  // writer), deletes FILE.<COUNT-1>, renames FILE.N to FILE.N+1 and FILE to FILE.1, creates a
-  // new empty FILE. Returns its writer. Throws Error when a rename or the new file fails; the
-  // files are then as far as the rotation got, and writer() is still the old file's (which
-  // the caller must not write to any more: it may have been renamed).
-  UringWriter& rotate();
-
   // The name of the file N rotations older than the current one: path, path.1, path.2, ...
   static std::string rotated_path(const std::string& path, uint32_t n);
 
+  // ---- Destination
+  void attach(DestinationEvents& events, size_t max_event_bytes) override;
+  uint64_t dev() const noexcept override { return writer_->dev(); }
+  uint64_t ino() const noexcept override { return writer_->ino(); }
+  uint64_t kept_bytes() const noexcept override { return kept_bytes_; }
+  const std::string& name() const noexcept override { return path_; }
+  Buffer* take() override;
+  Buffer* take_closing() override;
+  void give_back(Buffer* b) noexcept override { pool_->give_back(b); }
+  void submit(Buffer* b, const Commit& commit) override;
+  bool collect(int64_t timeout_us) override;
+  size_t in_flight() const noexcept override { return pool_->in_flight(); }
+  // Waits for every buffer, then fsyncs the file; false when a write to any file failed.
+  bool finish() override;
+
  private:
+  // Starts the next file: closes the current one (every buffer of it must be back from the
+  // writer), deletes FILE.<COUNT-1>, renames FILE.N to FILE.N+1 and FILE to FILE.1, creates a
+  // new empty FILE. Throws Error when a rename or the new file fails; the files are then as
+  // far as the rotation got, and writer_ is still the old file's (which must not be written
+  // to any more: it may have been renamed).
+  void next_file();
+  void rotate();          // waits for the file's buffers, next_file(), tells the drainer
+  void reach_max_size();  // says so once; capacity 0 from now on
+
   std::string path_;
   UringWriter::Fallback fallback_;
   OutputLimits limits_;
   std::unique_ptr<UringWriter> writer_;
+  std::unique_ptr<BufferedWriter> pool_;  // over *writer_ (moved to each new file)
+  DestinationEvents* events_ = nullptr;
+  uint64_t kept_bytes_ = 0;
+  uint64_t file_limit_ = 0;  // bytes the current file may hold (0 = unbounded)
+  uint64_t file_bytes_ = 0;  // bytes handed to the writer for the current file, kept prefix included
+  uint64_t line_room_ = 0;   // --max-size: bytes kept back for the closing max_size drops line
+  size_t min_room_ = 0;      // a buffer with less room than this is not started: rotate or stop
+  bool full_ = false;        // --max-size reached (or a rotation failed): capacity 0
   uint64_t rotations_ = 0;
   bool failed_before_ = false;  // a rotated-out writer had a failed write
 };

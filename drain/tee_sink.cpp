@@ -1,58 +1,25 @@
 #include "drain/tee_sink.h"
 
 namespace spanring {
-namespace {
-// 16 x 1 MiB: a binary block of 1 MiB holds ~2.5 MiB of text, so a few buffers per block are
-// in flight at most; 16 leaves the text file room to lag behind.
-constexpr size_t kTextBuffers = 16;
-constexpr size_t kTextBufferBytes = 1u << 20;
-}  // namespace
 
 TeeSink::TeeSink(Sink& primary, UringWriter& text_writer)
-    : primary_(primary), writer_(text_writer) {
-  for (size_t i = 0; i < kTextBuffers; ++i) {
-    auto b = std::make_unique<Buffer>();
-    b->data = std::make_unique<char[]>(kTextBufferBytes);
-    b->capacity = kTextBufferBytes;
-    b->tails.reserve(1);
-    free_.push_back(b.get());
-    buffers_.push_back(std::move(b));
-  }
-}
+    : primary_(primary),
+      out_(text_writer, kTextBufferBytes, kTextBuffers, {}, /*allocate_now=*/true) {}
 
-TeeSink::~TeeSink() {
-  // Buffers still with the writer must come back before they are freed.
-  while (in_flight_ > 0)
-    if (Buffer* b = writer_.take_done(100000)) recycle(b);
-}
-
-void TeeSink::recycle(Buffer* b) noexcept {
-  if (b->sync) return;
-  --in_flight_;
-  b->len = 0;
-  b->failed = false;
-  free_.push_back(b);
-}
+TeeSink::~TeeSink() = default;
 
 char* TeeSink::text_room() noexcept {
   if (current_ != nullptr && current_->capacity - current_->len < kMaxLineBytes) submit_text();
-  while (current_ == nullptr) {
-    while (Buffer* b = writer_.take_done(0)) recycle(b);
-    if (!free_.empty()) {
-      current_ = free_.back();
-      free_.pop_back();
-      current_->len = 0;
-      break;
-    }
-    if (Buffer* b = writer_.take_done(100000)) recycle(b);
+  if (current_ == nullptr) {
+    out_.collect(0);
+    current_ = out_.take();  // waits for the text file when every buffer is in flight
   }
   return current_->data.get() + current_->len;
 }
 
 void TeeSink::submit_text() noexcept {
   if (current_ == nullptr || current_->len == 0) return;
-  ++in_flight_;
-  writer_.submit(current_);
+  out_.submit(current_);
   current_ = nullptr;
 }
 
@@ -101,17 +68,8 @@ size_t TeeSink::undescribed(char* out, const UndescribedEvent& e) noexcept {
 
 bool TeeSink::finish() noexcept {
   submit_text();
-  // A sync marker comes back after every earlier buffer, once the file is fsynced.
-  Buffer marker;
-  marker.sync = true;
-  writer_.submit(&marker);
-  for (;;) {
-    Buffer* b = writer_.take_done(100000);
-    if (b == nullptr) continue;
-    if (b == &marker) break;
-    recycle(b);
-  }
-  return !writer_.had_error();
+  // Comes back once every earlier buffer is written and the file is fsynced.
+  return out_.sync();
 }
 
 }  // namespace spanring

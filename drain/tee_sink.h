@@ -2,31 +2,37 @@
 // drainer's own sink (binary, say) and, formatted by TextSink, to a second file through its own
 // UringWriter, so that one run yields the same events in both formats. It exists to check
 // conversion (binary -> convert --to strace must equal this file byte for byte) and costs a
-// second formatting pass: not for production runs.
+// second formatting pass: not for production runs. The text goes through a BufferedWriter
+// (drain/buffered_writer.h) over the given UringWriter, buffer by buffer as the primary's.
 //
 // The second file is written, not committed: it holds this drainer's events from its start (a
 // resumed `drain` starts it afresh) and no journal covers it. Its write errors are reported by
 // its UringWriter and by finish(); the drainer's own file is unaffected.
 //
-// Drain thread only, like every Sink. Buffers are allocated up front, so the noexcept event
-// methods never allocate; when all are in flight the drain thread waits for the text file.
+// Drain thread only, like every Sink. Its kTextBuffers buffers are allocated up front, so the
+// noexcept event methods never allocate; when all are in flight the drain thread waits for the
+// text file.
 #pragma once
 
+#include "drain/buffered_writer.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
 #include "format/text_sink.h"
 
-#include <memory>
-#include <vector>
 
 namespace spanring {
 
 class TeeSink final : public Sink {
  public:
+  // 16 x 1 MiB: a binary block of 1 MiB holds ~2.5 MiB of text, so a few buffers per block are
+  // in flight at most; 16 leaves the text file room to lag behind.
+  static constexpr size_t kTextBuffers = 16;
+  static constexpr size_t kTextBufferBytes = 1u << 20;
+
   // `primary` and `text_writer` must outlive the TeeSink. Allocates its text buffers (throws
   // std::bad_alloc only).
   TeeSink(Sink& primary, UringWriter& text_writer);
-  ~TeeSink() override;
+  ~TeeSink() override;  // waits for the text buffers in flight
   TeeSink(const TeeSink&) = delete;
   TeeSink& operator=(const TeeSink&) = delete;
 
@@ -49,15 +55,11 @@ class TeeSink final : public Sink {
  private:
   char* text_room() noexcept;  // kMaxLineBytes of room in the current text buffer
   void submit_text() noexcept;
-  void recycle(Buffer* b) noexcept;
 
   Sink& primary_;
   TextSink text_;
-  UringWriter& writer_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::vector<Buffer*> free_;
+  BufferedWriter out_;
   Buffer* current_ = nullptr;
-  size_t in_flight_ = 0;
 };
 
 }  // namespace spanring

@@ -6,7 +6,8 @@
 // writer thread submits them, completes short writes (resubmitting the rest at the right offset)
 // and retries -EAGAIN/-EINTR completions, then returns each buffer on the `done` queue in the
 // order it was submitted, so the drain thread advances ring tails only over bytes that are in
-// the file. A write that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the
+// the file. Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the
+// buffers. A write that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the
 // buffer comes back with `failed` set and the file is cut back to the end of the last buffer
 // written whole, so it always ends at a line boundary.
 #pragma once
@@ -19,31 +20,17 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <vector>
 
 namespace spanring {
 
-// What a buffer's records were; applied by the drain thread when the buffer comes back, through
-// the segment's commit journal (see segment_layout.h).
-struct TailUpdate {
-  uint32_t ring;            // ring index
-  uint32_t generation;      // owner generation the records belong to
-  uint64_t tail;            // slots consumed up to here
-  uint64_t next_seq;        // the owner's next expected sequence number at `tail`
-  uint64_t drops_reported;  // the owner's drops written so far, this buffer included
-  bool free_after;          // the owner is gone and this is its last tail: free the ring
-};
-
+// A run of bytes on its way to the file: what the writer needs and what it says back, nothing
+// else (what the bytes mean to the segment is drain/journal.h's PendingCommits; the pool of
+// buffers is drain/buffered_writer.h's).
 struct Buffer {
   std::unique_ptr<char[]> data;
-  size_t capacity = 0;  // bytes it may be filled with (the drainer lowers it near a file's
-                        // size limit; 0: carries tail updates only, no bytes)
+  size_t capacity = 0;  // bytes it may be filled with (a destination may lower it below the
+                        // allocation, near a file's size limit; 0: no bytes, see Destination)
   size_t len = 0;       // bytes filled
-  uint64_t records = 0; // [STRACE] span records formatted into it
-  std::vector<TailUpdate> tails;
-  uint64_t no_ring_reported = 0;  // segment counters written up to this buffer (0 = unchanged)
-  uint64_t vfork_reported = 0;
-  uint64_t max_size_dropped = 0;  // --max-size: records not in the file nor reported, as of it
   bool failed = false;  // set by the writer: not (entirely) in the file
   bool sync = false;    // a flush marker: no data; the writer fsyncs once every earlier
                         // buffer is back (files and block devices; on a pipe or character

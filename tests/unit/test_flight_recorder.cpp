@@ -2,7 +2,9 @@
 // FlightSink frames them go into a 1 MiB window; snapshots are written to a temporary directory
 // and read back with the binary reader. The window stays within SIZE after every block, a
 // snapshot's overwritten range for an owner is exactly the sequence numbers before its first
-// one in the window, and owners that come and go (thread churn) leave bounded metadata.
+// one in the window, and owners that come and go (thread churn) leave bounded metadata. As the
+// drainer's Destination, each block handed over is durable at once and a process pushed out of
+// the window is forgotten.
 // The recorder under a real drainer and real processes: fault_drainer/test_mp_flight_recorder.cpp.
 #include "binary/binary_util.h"
 #include "drain/flight_recorder.h"
@@ -14,6 +16,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -242,4 +245,64 @@ TEST_CASE("blocks a snapshot has not copied yet are never pushed out: the window
   REQUIRE(seen.drop_events.size() == 1);
   CHECK(seen.drop_events[0].first_seq == 0);
   CHECK(seen.drop_events[0].last_seq == spans.front() - 1);
+}
+
+TEST_CASE("as the drainer's Destination: each block is kept and durable at once; a process "
+          "pushed out is forgotten") {
+  spanring_test::TempDir tmp;
+  FlightRecorder fr(kSize, UringWriter::Fallback::kSynchronous);
+  struct Events final : DestinationEvents {
+    int durable_calls = 0;
+    int new_files = 0;
+    std::vector<uint32_t> forgotten;
+    void durable(bool failed, uint64_t end) override {
+      CHECK_FALSE(failed);
+      CHECK(end == 0);  // no file
+      ++durable_calls;
+    }
+    void new_file(uint64_t, uint64_t) override { ++new_files; }
+    void forget_process(uint32_t pid) override { forgotten.push_back(pid); }
+  } ev;
+  fr.attach(ev, 100);
+  CHECK(fr.dev() == 0);
+  CHECK(fr.ino() == 0);
+  CHECK(fr.kept_bytes() == 0);
+  CHECK(fr.in_flight() == 0);
+  CHECK_FALSE(fr.collect(0));
+  int submitted = 0;
+  // Spans [from, to) of owner (ring, generation 1, pid = tid), its state after them in the
+  // Commit, as Drainer::submit_current hands them over.
+  auto submit = [&](uint32_t ring, uint32_t pid, uint64_t from, uint64_t to, bool last) {
+    Buffer* b = fr.take();
+    REQUIRE(b->capacity == fr.block_bytes());
+    const std::string blk = block_of(pid, pid, from, to);
+    REQUIRE(blk.size() <= b->capacity);
+    std::memcpy(b->data.get(), blk.data(), blk.size());
+    b->len = blk.size();
+    Commit c;
+    c.records = to - from;
+    c.tails.push_back(TailUpdate{ring, 1, 0, to, 0, last, pid, pid, from});
+    fr.submit(b, c);
+    ++submitted;
+    CHECK(ev.durable_calls == submitted);  // at once, from inside submit()
+  };
+  submit(0, 50, 0, 10, true);  // pid 50's only block, its owner gone after it
+  CHECK(fr.blocks() == 1);
+  uint64_t seq = 0;
+  while (ev.forgotten.empty() && seq < 100000) {
+    submit(1, 60, seq, seq + 1000, false);
+    seq += 1000;
+  }
+  CHECK(ev.forgotten == std::vector<uint32_t>{50});
+  CHECK(ev.new_files == 0);
+  CHECK(fr.finish());
+  Seen seen;
+  const ReadResult r = take_snapshot(fr, tmp.file("dest.sptrace"), seen);
+  CHECK(r.status == ReadResult::Status::kComplete);
+  CHECK(seen.spans.count({50, 50}) == 0);  // pushed out ...
+  bool said = false;                       // ... and reported as overwritten, exactly
+  for (const DropsEvent& d : seen.drop_events)
+    if (d.pid == 50 && d.reason == DropReason::kOverwritten)
+      said = d.dropped == 10 && d.first_seq == 0 && d.last_seq == 9;
+  CHECK(said);
 }

@@ -123,3 +123,72 @@ TEST_CASE("recover() finishes a pending journal and keeps the committed bytes of
   }
   ::unlink(path.c_str());
 }
+
+TEST_CASE("a Commit journals the tails of live owners only, with its counters") {
+  TestSegment ts("commit_of");
+  const SegmentView& v = ts.seg.view();
+  v.ring(0).generation = 3;
+  v.ring(0).state.store(kRingActive);
+  v.ring(1).generation = 4;
+  v.ring(1).state.store(kRingReleased);
+  Commit c;
+  c.tails.push_back(TailUpdate{0, 3, 20, 9, 1, false, 100, 101, 0});
+  c.tails.push_back(TailUpdate{1, 4, 8, 5, 0, true, 100, 102, 0});  // re-adopted since: skipped
+  c.no_ring_reported = 6;
+  c.vfork_reported = 2;
+  c.max_size_dropped = 0;
+  const CommitJournal journal(v);
+  journal.commit(c, 512, [](const TailUpdate& t) { return t.ring == 0; });
+  CHECK(v.header().journal_count == 1);
+  CHECK(v.ring(0).tail.load() == 20);
+  CHECK(v.ring(0).next_seq == 9);
+  CHECK(v.ring(0).drops_reported == 1);
+  CHECK(v.ring(1).tail.load() == 0);
+  CHECK(v.ring(1).state.load() == kRingReleased);  // not freed: its entry was not live
+  CHECK(v.header().commit_offset.load() == 512);
+  CHECK(v.header().no_ring_reported == 6);
+  CHECK(v.header().vfork_reported == 2);
+}
+
+TEST_CASE("set_output names the file and its committed bytes") {
+  TestSegment ts("set_output");
+  const CommitJournal journal(ts.seg.view());
+  journal.set_output(7, 99, 4096);
+  const SegmentHeader& h = ts.seg.view().header();
+  CHECK(h.output_dev == 7);
+  CHECK(h.output_ino == 99);
+  CHECK(h.commit_offset.load() == 4096);
+  journal.set_output(0, 0, 0);  // no file (the flight recorder)
+  CHECK(h.output_ino == 0);
+  CHECK(h.commit_offset.load() == 0);
+}
+
+TEST_CASE("PendingCommits: handed-over commits leave in order, their storage is reused") {
+  PendingCommits p;
+  CHECK(p.empty());
+  p.open().records = 3;
+  p.open().tails.push_back(TailUpdate{1, 1, 10, 4, 0, false, 7, 7, 0});
+  const Commit& a = p.seal();
+  CHECK(a.records == 3);
+  CHECK(a.tails.size() == 1);
+  CHECK(p.open().records == 0);  // the next buffer's commit starts empty
+  CHECK(p.open().tails.empty());
+  p.open().records = 5;
+  p.seal();
+  CHECK(p.size() == 2);
+  CHECK(p.front().records == 3);
+  p.pop();
+  CHECK(p.front().records == 5);
+  p.pop();
+  CHECK(p.empty());
+  // A popped commit's vectors come back as a later open one: cleared, capacity kept.
+  PendingCommits q;
+  q.open().tails.push_back(TailUpdate{2, 1, 10, 4, 0, false, 7, 7, 0});
+  q.open().records = 9;
+  q.seal();
+  q.pop();
+  q.seal();  // the (empty) open commit goes; the popped one's storage is open now
+  CHECK(q.open().tails.empty());
+  CHECK(q.open().records == 0);
+  CHECK(q.open().tails.capacity() >= 1);
+}
