@@ -255,7 +255,7 @@ bool record_any(const spanring_span& s) noexcept {
       if (__builtin_expect(name_len != 0 && (ts_ns | dur_ns | depth) >= 0 &&
                                static_cast<uint64_t>(ts_ns) >= t->early_ns,
                            1)) {
-        t->ring.commit_text(name_len, attrs_len, static_cast<uint64_t>(ts_ns),
+        t->ring.commit_text(dst, name_len, attrs_len, static_cast<uint64_t>(ts_ns),
                             static_cast<uint64_t>(dur_ns), s.invocation_id, s.callable_hash,
                             static_cast<uint32_t>(depth), 0);
         detail::release_busy(*t);

@@ -73,21 +73,11 @@ class SPANRING_HIDDEN RingWriter {
     // The writer's fields in locals: the payload stores below could alias them (char), and
     // would make every one be reloaded.
     const uint64_t head = own_head_;
-    const uint64_t seq = next_seq_;
     std::byte* const slots = slots_;
     const uint64_t mask = mask_;
     std::byte* first = slots + (head & mask) * kSlotBytes;
-    auto* rec = reinterpret_cast<RecordHeader*>(first);
-    rec->seq = seq;
-    rec->ts_ns = ts;
-    rec->dur_ns = dur;
-    rec->inv = inv;
-    rec->hid = hid;
-    rec->depth = depth;
-    rec->name_len = static_cast<uint16_t>(name_len);
-    rec->attrs_len = static_cast<uint16_t>(attrs_len);
-    rec->slots = static_cast<uint16_t>(need);
-    rec->flags = flags;
+    const uint64_t seq = put_header(first, ts, dur, inv, hid, depth, name_len, attrs_len, need,
+                                    flags);
     if ((head & mask) + need <= mask + 1) {
       // The record does not wrap: its payload is contiguous, from the header's payload field
       // into the slots that follow (addressed from the slot bytes, not from the 12-byte
@@ -121,42 +111,39 @@ class SPANRING_HIDDEN RingWriter {
   // in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from text_payload(),
   // the payload of the record at head, and publish what it stored with commit_text().
   bool text_room() noexcept {
-    return (own_head_ & mask_) + kTextRoomSlots <= mask_ + 1 && has_room(kTextRoomSlots);
+    // Both tests against the same bound (capacity - kTextRoomSlots; the ring has at least
+    // kMinRingCapacity slots): head's index is at most that, and so is head - tail, the slots in
+    // use by the cached tail; else has_room rereads the tail.
+    const uint64_t last = mask_ - (kTextRoomSlots - 1);
+    if ((own_head_ & mask_) > last) return false;
+    if (__builtin_expect(own_head_ - cached_tail_ <= last, 1)) return true;
+    return reread_room(kTextRoomSlots);
   }
   char* text_payload() const noexcept {
     return reinterpret_cast<char*>(slot(own_head_) + offsetof(RecordHeader, payload));
   }
 
-  // Publishes (release of head) the record whose payload the caller stored at text_payload():
-  // `name_len` name bytes then `attrs_len` attribute bytes (their sum at most kNameRawMax +
-  // kAttrsRawMax), the header fields as given, the next sequence number. Call only after
-  // text_room() said true, with no other write in between.
-  __attribute__((always_inline)) void commit_text(uint32_t name_len, uint32_t attrs_len,
-                                                  uint64_t ts, uint64_t dur, uint64_t inv,
-                                                  uint64_t hid, uint32_t depth,
+  // Publishes (release of head) the record whose payload the caller stored at `payload`, the
+  // pointer text_payload() returned: `name_len` name bytes then `attrs_len` attribute bytes
+  // (their sum at most kNameRawMax + kAttrsRawMax), the header fields as given, the next
+  // sequence number. Call only after text_room() said true, with no other write in between.
+  // The record's slot is found from `payload`, not from head again: the caller's payload stores
+  // (char) may alias this writer's fields, which would be reloaded.
+  __attribute__((always_inline)) void commit_text(char* payload, uint32_t name_len,
+                                                  uint32_t attrs_len, uint64_t ts, uint64_t dur,
+                                                  uint64_t inv, uint64_t hid, uint32_t depth,
                                                   uint16_t flags) noexcept {
     const uint32_t need = record_slots(name_len + attrs_len);
+    const uint64_t seq =
+        put_header(reinterpret_cast<std::byte*>(payload - offsetof(RecordHeader, payload)), ts,
+                   dur, inv, hid, depth, name_len, attrs_len, need, flags);
     const uint64_t head = own_head_;
-    const uint64_t seq = next_seq_;
-    std::byte* const slots = slots_;
-    const uint64_t mask = mask_;
-    auto* rec = reinterpret_cast<RecordHeader*>(slots + (head & mask) * kSlotBytes);
-    rec->seq = seq;
-    rec->ts_ns = ts;
-    rec->dur_ns = dur;
-    rec->inv = inv;
-    rec->hid = hid;
-    rec->depth = depth;
-    rec->name_len = static_cast<uint16_t>(name_len);
-    rec->attrs_len = static_cast<uint16_t>(attrs_len);
-    rec->slots = static_cast<uint16_t>(need);
-    rec->flags = flags;
     next_seq_ = seq + 1;
     gap_ = 0;
     own_head_ = head + need;
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + need, std::memory_order_release);
-    prefetch_after(slots, mask, head + need, need);
+    prefetch_after(slots_, mask_, head + need, need);
   }
 
   // Whether the next record may be a CompactRecord: no record was dropped since the last one
@@ -223,17 +210,7 @@ class SPANRING_HIDDEN RingWriter {
       count_drops(n);
       return;
     }
-    auto* rec = reinterpret_cast<RecordHeader*>(slot(own_head_));
-    rec->seq = next_seq_;
-    rec->ts_ns = 0;
-    rec->dur_ns = n;
-    rec->inv = 0;
-    rec->hid = 0;
-    rec->depth = 0;
-    rec->name_len = 0;
-    rec->attrs_len = 0;
-    rec->slots = 1;
-    rec->flags = kRecordReentrant;
+    put_header(slot(own_head_), 0, n, 0, 0, 0, 0, 0, 1, kRecordReentrant);
     next_seq_ += n;
     gap_ = 0;  // the marker carries the whole sequence number
     own_head_ += 1;
@@ -247,6 +224,33 @@ class SPANRING_HIDDEN RingWriter {
   // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the
   // slots just written, which costs nothing.
   static constexpr uint32_t kPrefetchSlots = 16;
+
+  // Writes the ten header fields of the record at `rec` (an ordinary record or a marker), its
+  // sequence number the next one (next_seq_, which the caller advances), and returns that
+  // number: every writer of a RecordHeader goes through here. The caller's values are stored
+  // first and next_seq_ is read last, so that each value's register is free once it is stored.
+  // `slots` and `flags` are adjacent 16-bit fields, stored as one 32-bit word (little-endian; a
+  // constant flags folds into it).
+  __attribute__((always_inline)) uint64_t put_header(std::byte* rec, uint64_t ts, uint64_t dur,
+                                                     uint64_t inv, uint64_t hid, uint32_t depth,
+                                                     uint32_t name_len, uint32_t attrs_len,
+                                                     uint32_t slots, uint16_t flags) noexcept {
+    static_assert(offsetof(RecordHeader, flags) == offsetof(RecordHeader, slots) + 2 &&
+                  __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    auto* h = reinterpret_cast<RecordHeader*>(rec);
+    h->ts_ns = ts;
+    h->dur_ns = dur;
+    h->inv = inv;
+    h->hid = hid;
+    h->depth = depth;
+    h->name_len = static_cast<uint16_t>(name_len);
+    h->attrs_len = static_cast<uint16_t>(attrs_len);
+    const uint32_t slots_flags = (slots & 0xffffu) | uint32_t{flags} << 16;
+    std::memcpy(rec + offsetof(RecordHeader, slots), &slots_flags, 4);
+    const uint64_t seq = next_seq_;
+    h->seq = seq;
+    return seq;
+  }
 
   static void store_word(std::byte* rec, uint32_t i, uint64_t v) noexcept {
     std::memcpy(rec + 8 * i, &v, 8);
@@ -263,6 +267,14 @@ class SPANRING_HIDDEN RingWriter {
     // slots below tail, so our writes to them cannot race its reads.
     cached_tail_ = shared_->tail.load(std::memory_order_acquire);
     return own_head_ + need - cached_tail_ <= cap;
+  }
+
+  // has_room's second half, out of line for text_room: rereads the drainer's tail and says
+  // whether `need` slots are free.
+  __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
+    // acquire: as in has_room.
+    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
+    return own_head_ + need - cached_tail_ <= mask_ + 1;
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).

@@ -156,11 +156,18 @@ static_assert(offsetof(RecordHeader, payload) == 52);
 inline constexpr uint32_t kInlinePayloadBytes = sizeof(RecordHeader::payload);
 
 // Slots needed for a record carrying `payload_bytes` raw name+attribute bytes.
+// 1 up to kInlinePayloadBytes, then one more per kSlotBytes begun: written without a branch,
+// in 64 bits so that no uint32_t input overflows (the writers compute it on every record).
 constexpr uint32_t record_slots(uint32_t payload_bytes) noexcept {
-  return payload_bytes <= kInlinePayloadBytes
-             ? 1
-             : 1 + (payload_bytes - kInlinePayloadBytes + kSlotBytes - 1) / kSlotBytes;
+  return static_cast<uint32_t>((uint64_t{payload_bytes} + 2 * kSlotBytes - kInlinePayloadBytes -
+                                1) / kSlotBytes);
 }
+static_assert(record_slots(0) == 1 && record_slots(kInlinePayloadBytes) == 1 &&
+              record_slots(kInlinePayloadBytes + 1) == 2 &&
+              record_slots(kInlinePayloadBytes + kSlotBytes) == 2 &&
+              record_slots(kInlinePayloadBytes + kSlotBytes + 1) == 3 &&
+              record_slots(0xffffffffu) ==
+                  1 + (uint64_t{0xffffffffu} - kInlinePayloadBytes + kSlotBytes - 1) / kSlotBytes);
 // The largest record: a cut name and cut or packed attributes (65 + 194 bytes) -> 5 slots.
 inline constexpr uint32_t kMaxRecordSlots = record_slots(kNameRawMax + kAttrsPackedMax);
 static_assert(kMaxRecordSlots == 5);

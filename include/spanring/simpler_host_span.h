@@ -68,8 +68,10 @@ typedef struct SimplerHostSpan {
  * no syscall. */
 int unified_log_host_span_enabled(void);
 
-/* Copies *span into the calling thread's ring (the C ABI spanring_emit's path, spanring.h).
- * Nothing happens when tracing is disabled. A span the adapter cannot accept is not written and
+/* Copies *span into the calling thread's ring: written by the adapter itself when the thread's
+ * ring is claimed and has room before its end (the C ABI's text record, the same bytes and
+ * reads as spanring_emit's, spanring.h), else through spanring_emit. Nothing happens when
+ * tracing is disabled. A span the adapter cannot accept is not written and
  * is counted as a dropped record with reason `invalid` (reported by the drainer as a
  * [SPANRING_DROPS] line and in `spanring run`'s summary): span NULL, abi_version != 1,
  * struct_size < 64, a NULL or empty name, a negative depth, timestamp_ns or duration_ns. A full

@@ -8,6 +8,7 @@
 
 #include <spanring/packed_attrs.h>
 #include <spanring/segment.h>
+#include <spanring/simpler_host_span.h>
 #include <spanring/span.h>
 
 #include <spanring/spanring.h>
@@ -379,111 +380,147 @@ void c_emit(const char* name, const char* attrs) {
   spanring_emit(&s);
 }
 
+// The same span through the host-span adapter (adapter/simpler_host_span.cpp, compiled into
+// this test), whose common case writes the text record itself rather than calling spanring_emit.
+void simpler_emit(const char* name, const char* attrs) {
+  SimplerHostSpan s{};
+  s.abi_version = SIMPLER_HOST_SPAN_ABI_VERSION;
+  s.struct_size = sizeof s;
+  s.invocation_id = 3;
+  s.callable_hash = 4;
+  s.depth = 1;
+  s.timestamp_ns = 2'000'000'000;
+  s.duration_ns = 5;
+  s.name = name;
+  s.attributes = attrs;
+  unified_log_host_span(&s);
+}
+
+// The two writers of text records: each test below runs with both.
+struct TextEmitter {
+  const char* what;
+  void (*emit)(const char* name, const char* attrs);
+};
+constexpr TextEmitter kTextEmitters[] = {{"C ABI", c_emit}, {"adapter", simpler_emit}};
+
 }  // namespace
 
-TEST_CASE("the C ABI's text record holds the name and attributes cut at their limits") {
-  TestSegment t("ctext", 4096);
-  const size_t name_lens[] = {1, 11, 12, 15, 16, 17, 31, 32, 33, 64, 65, 66, 80, 200};
-  const size_t attrs_lens[] = {0, 1, 15, 16, 17, 60, 176, 192, 193, 194, 208, 209, 400};
-  std::vector<std::pair<std::string, std::string>> sent;
-  const auto recs = t.records_of([&] {
-    for (size_t nl : name_lens)
-      for (size_t al : attrs_lens) {
-        sent.emplace_back(text_of(nl, 'A'), text_of(al, 'a'));
-        c_emit(sent.back().first.c_str(), al == 0 && nl % 2 ? nullptr : sent.back().second.c_str());
+TEST_CASE("text records (C ABI, adapter) hold the name and attributes cut at their limits") {
+  for (const TextEmitter& e : kTextEmitters) {
+    CAPTURE(e.what);
+    const auto c_emit = e.emit;
+    TestSegment t("ctext", 4096);
+    const size_t name_lens[] = {1, 11, 12, 15, 16, 17, 31, 32, 33, 64, 65, 66, 80, 200};
+    const size_t attrs_lens[] = {0, 1, 15, 16, 17, 60, 176, 192, 193, 194, 208, 209, 400};
+    std::vector<std::pair<std::string, std::string>> sent;
+    const auto recs = t.records_of([&] {
+      for (size_t nl : name_lens)
+        for (size_t al : attrs_lens) {
+          sent.emplace_back(text_of(nl, 'A'), text_of(al, 'a'));
+          c_emit(sent.back().first.c_str(),
+                 al == 0 && nl % 2 ? nullptr : sent.back().second.c_str());
+        }
+    });
+    REQUIRE(recs.size() == sent.size());
+    for (size_t i = 0; i < recs.size(); ++i) {
+      CAPTURE(i);
+      const RecordHeader h = recs[i].header();
+      CHECK(h.flags == 0);
+      CHECK(h.inv == 3);
+      CHECK(h.hid == 4);
+      CHECK(h.depth == 1);
+      CHECK(h.ts_ns == 2'000'000'000u);
+      CHECK(h.dur_ns == 5);
+      CHECK(h.slots == record_slots(h.name_len + h.attrs_len));
+      CHECK(name_of(recs[i]) == sent[i].first.substr(0, kNameRawMax));
+      CHECK(attrs_text(recs[i]) == sent[i].second.substr(0, kAttrsRawMax));
+    }
+  }
+}
+
+TEST_CASE("text records (C ABI, adapter) read a string ending before an unmapped page only") {
+  for (const TextEmitter& e : kTextEmitters) {
+    CAPTURE(e.what);
+    const auto c_emit = e.emit;
+    TestSegment t("cpage", 4096);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    REQUIRE(page >= 4096);
+    // Two readable pages, then one that faults: strings end at the second page's last byte, and
+    // others run across the first page's end.
+    auto* map = static_cast<char*>(::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(map != MAP_FAILED);
+    REQUIRE(::mprotect(map + 2 * page, page, PROT_NONE) == 0);
+    std::vector<std::pair<std::string, std::string>> sent;
+    const auto recs = t.records_of([&] {
+      for (size_t len = 1; len <= 70; ++len) {
+        // The name ends at the last readable byte; the attributes start 3 bytes before the first
+        // page's end and run 60 bytes into the next.
+        char* const name = map + 3 * page - page - static_cast<long>(len) - 1;
+        const std::string n = text_of(len, 'A');
+        std::memcpy(name, n.c_str(), len + 1);
+        char* const attrs = map + page - 3;
+        const std::string a = text_of(60 + len, 'a');
+        std::memcpy(attrs, a.c_str(), a.size() + 1);
+        sent.emplace_back(n, a);
+        c_emit(name, attrs);
+        // And the attributes ending at the last readable byte, the name across the page boundary.
+        char* const attrs2 = map + 2 * page - static_cast<long>(len) - 1;
+        std::memcpy(attrs2, n.c_str(), len + 1);
+        char* const name2 = map + page - static_cast<long>(len % 16) - 1;
+        const std::string n2 = text_of(len % 16 + 20, 'K');
+        std::memcpy(name2, n2.c_str(), n2.size() + 1);
+        sent.emplace_back(n2, n);
+        c_emit(name2, attrs2);
       }
-  });
-  REQUIRE(recs.size() == sent.size());
-  for (size_t i = 0; i < recs.size(); ++i) {
-    CAPTURE(i);
-    const RecordHeader h = recs[i].header();
-    CHECK(h.flags == 0);
-    CHECK(h.inv == 3);
-    CHECK(h.hid == 4);
-    CHECK(h.depth == 1);
-    CHECK(h.ts_ns == 2'000'000'000u);
-    CHECK(h.dur_ns == 5);
-    CHECK(h.slots == record_slots(h.name_len + h.attrs_len));
-    CHECK(name_of(recs[i]) == sent[i].first.substr(0, kNameRawMax));
-    CHECK(attrs_text(recs[i]) == sent[i].second.substr(0, kAttrsRawMax));
+    });
+    REQUIRE(recs.size() == sent.size());
+    for (size_t i = 0; i < recs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(name_of(recs[i]) == sent[i].first.substr(0, kNameRawMax));
+      CHECK(attrs_text(recs[i]) == sent[i].second.substr(0, kAttrsRawMax));
+    }
+    ::munmap(map, 3 * page);
   }
 }
 
-TEST_CASE("the C ABI reads a string that ends before an unmapped page without touching it") {
-  TestSegment t("cpage", 4096);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  REQUIRE(page >= 4096);
-  // Two readable pages, then one that faults: strings end at the second page's last byte, and
-  // others run across the first page's end.
-  auto* map = static_cast<char*>(::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  REQUIRE(map != MAP_FAILED);
-  REQUIRE(::mprotect(map + 2 * page, page, PROT_NONE) == 0);
-  std::vector<std::pair<std::string, std::string>> sent;
-  const auto recs = t.records_of([&] {
-    for (size_t len = 1; len <= 70; ++len) {
-      // The name ends at the last readable byte; the attributes start 3 bytes before the first
-      // page's end and run 60 bytes into the next.
-      char* const name = map + 3 * page - page - static_cast<long>(len) - 1;
-      const std::string n = text_of(len, 'A');
-      std::memcpy(name, n.c_str(), len + 1);
-      char* const attrs = map + page - 3;
-      const std::string a = text_of(60 + len, 'a');
-      std::memcpy(attrs, a.c_str(), a.size() + 1);
-      sent.emplace_back(n, a);
-      c_emit(name, attrs);
-      // And the attributes ending at the last readable byte, the name across the page boundary.
-      char* const attrs2 = map + 2 * page - static_cast<long>(len) - 1;
-      std::memcpy(attrs2, n.c_str(), len + 1);
-      char* const name2 = map + page - static_cast<long>(len % 16) - 1;
-      const std::string n2 = text_of(len % 16 + 20, 'K');
-      std::memcpy(name2, n2.c_str(), n2.size() + 1);
-      sent.emplace_back(n2, n);
-      c_emit(name2, attrs2);
-    }
-  });
-  REQUIRE(recs.size() == sent.size());
-  for (size_t i = 0; i < recs.size(); ++i) {
-    CAPTURE(i);
-    CHECK(name_of(recs[i]) == sent[i].first.substr(0, kNameRawMax));
-    CHECK(attrs_text(recs[i]) == sent[i].second.substr(0, kAttrsRawMax));
+TEST_CASE("C ABI and adapter text records across the ring's end and in a nearly full ring") {
+  for (const TextEmitter& e : kTextEmitters) {
+    CAPTURE(e.what);
+    const auto c_emit = e.emit;
+    // 16 slots: a record of 2 or 3 slots wraps around the end or finds fewer than 6 free slots
+    // every few records, and takes the measured path; the bytes are the same either way.
+    TestSegment t("cwrap", kMinRingCapacity);
+    uint64_t checked = 0;
+    std::thread([&] {
+      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+      uint32_t ring = ~0u;
+      for (uint32_t round = 0; round < 40; ++round) {
+        const std::string n = text_of(1 + round * 7 % 60, 'A');
+        const std::string a = text_of(round * 13 % 150, 'a');
+        c_emit(n.c_str(), a.c_str());
+        if (ring == ~0u)
+          for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+            if (t.seg.ring(i).owner_tid == tid &&
+                t.seg.ring(i).state.load(std::memory_order_acquire) == kRingActive)
+              ring = i;
+        REQUIRE(ring != ~0u);
+        // Records 4k+1 and 4k+2 stay unconsumed: the next ones find fewer free slots.
+        const auto recs = t.slots_of(ring);
+        REQUIRE(recs.size() == 1 + (round % 4 == 2 ? 1u : 0u) + (round % 4 == 3 ? 2u : 0u));
+        CHECK(recs.back().header().seq == round);
+        CHECK(name_of(recs.back()) == n);
+        CHECK(attrs_text(recs.back()) == a);
+        ++checked;
+        // Consumed, as the drainer would: the next record may start anywhere in the ring.
+        if (round % 4 == 0 || round % 4 == 3)
+          t.seg.ring(ring).tail.store(t.seg.ring(ring).head.load(std::memory_order_acquire),
+                                      std::memory_order_release);
+      }
+      CHECK(t.seg.ring(ring).drops.load(std::memory_order_acquire) == 0);
+    }).join();
+    CHECK(checked == 40);
   }
-  ::munmap(map, 3 * page);
-}
-
-TEST_CASE("C ABI text records across the ring's end and in a nearly full ring") {
-  // 16 slots: a record of 2 or 3 slots wraps around the end or finds fewer than 6 free slots
-  // every few records, and takes the measured path; the bytes are the same either way.
-  TestSegment t("cwrap", kMinRingCapacity);
-  uint64_t checked = 0;
-  std::thread([&] {
-    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
-    uint32_t ring = ~0u;
-    for (uint32_t round = 0; round < 40; ++round) {
-      const std::string n = text_of(1 + round * 7 % 60, 'A');
-      const std::string a = text_of(round * 13 % 150, 'a');
-      c_emit(n.c_str(), a.c_str());
-      if (ring == ~0u)
-        for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
-          if (t.seg.ring(i).owner_tid == tid &&
-              t.seg.ring(i).state.load(std::memory_order_acquire) == kRingActive)
-            ring = i;
-      REQUIRE(ring != ~0u);
-      // Records 4k+1 and 4k+2 stay unconsumed: the next ones find fewer free slots.
-      const auto recs = t.slots_of(ring);
-      REQUIRE(recs.size() == 1 + (round % 4 == 2 ? 1u : 0u) + (round % 4 == 3 ? 2u : 0u));
-      CHECK(recs.back().header().seq == round);
-      CHECK(name_of(recs.back()) == n);
-      CHECK(attrs_text(recs.back()) == a);
-      ++checked;
-      // Consumed, as the drainer would: the next record may start anywhere in the ring.
-      if (round % 4 == 0 || round % 4 == 3)
-        t.seg.ring(ring).tail.store(t.seg.ring(ring).head.load(std::memory_order_acquire),
-                                    std::memory_order_release);
-    }
-    CHECK(t.seg.ring(ring).drops.load(std::memory_order_acquire) == 0);
-  }).join();
-  CHECK(checked == 40);
 }
 
 TEST_CASE("spans of one name with other key sets each carry their own keys") {
