@@ -491,7 +491,9 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
     if (id == 0) return false;
     ids |= uint64_t{id} << (16 * i);
   }
-  std::memcpy(memo.keys, keys_, sizeof memo.keys);
+  // The keys past count are null, as in the Span (compact_key): finish() compares all
+  // kCompactAttrs of them (same_keys).
+  for (uint32_t i = 0; i < kCompactAttrs; ++i) memo.keys[i] = i < count ? keys_[i] : nullptr;
   memo.ids = ids;
   memo.count = count;
   // The serial after the lookups: one of them may have emptied the table (a new attach).

@@ -113,34 +113,24 @@ SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p
   return string_id_slow(table, p, len);
 }
 
-// Lane masks of the first n of kCompactAttrs key pointers (same_keys). Hidden, like
-// g_module_strings: a constant of the module, never a symbol shared between modules.
-#if defined(__GNUC__)
-__attribute__((visibility("hidden")))
-#endif
-alignas(16) inline constexpr uint64_t kKeyLanes[kCompactAttrs + 1][kCompactAttrs] = {
-    {0, 0, 0, 0}, {~0ull, 0, 0, 0}, {~0ull, ~0ull, 0, 0}, {~0ull, ~0ull, ~0ull, 0},
-    {~0ull, ~0ull, ~0ull, ~0ull}};
-
-// Whether the first `count` (0..kCompactAttrs) pointers of `a` and `b` are equal: two 16-byte
-// compares under a lane mask instead of one compare and branch per key.
-SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* const* b,
-                                      uint32_t count) noexcept {
+// Whether the kCompactAttrs key pointers of `a` and `b` are equal: two 16-byte compares
+// instead of one compare and branch per key. Both arrays hold their keys first and null past
+// them (Span::compact_key nulls a span's, key_ids a thread's memo's), so with equal counts this
+// is whether the keys in use are the same; no slot read here is indeterminate.
+SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* const* b) noexcept {
   static_assert(kCompactAttrs == 4 && sizeof(const char*) == 8);
 #if defined(__GNUC__)
   typedef uint64_t Lanes __attribute__((vector_size(16)));
-  Lanes a0, a1, b0, b1, m0, m1;
+  Lanes a0, a1, b0, b1;
   std::memcpy(&a0, a, 16);
   std::memcpy(&a1, a + 2, 16);
   std::memcpy(&b0, b, 16);
   std::memcpy(&b1, b + 2, 16);
-  std::memcpy(&m0, &kKeyLanes[count][0], 16);
-  std::memcpy(&m1, &kKeyLanes[count][2], 16);
-  const Lanes d = ((a0 ^ b0) & m0) | ((a1 ^ b1) & m1);
+  const Lanes d = (a0 ^ b0) | (a1 ^ b1);
   return (d[0] | d[1]) == 0;
 #else
   bool same = true;
-  for (uint32_t k = 0; k < count; ++k) same &= a[k] == b[k];
+  for (uint32_t k = 0; k < kCompactAttrs; ++k) same &= a[k] == b[k];
   return same;
 #endif
 }
@@ -471,7 +461,7 @@ class Span {
         // & rather than &&: one branch for the whole test.
         known = (memo.count == count) &
                 (memo.serial == strings_->serial.load(std::memory_order_relaxed)) &
-                detail::same_keys(memo.keys, keys_, count);
+                detail::same_keys(memo.keys, keys_);
         keys = memo.ids;
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
@@ -517,6 +507,10 @@ class Span {
   // cached there). A pointer compare, no lookup: end() resolves the ids.
   SPANRING_ALWAYS_INLINE bool compact_key(const char* key, bool fits) noexcept {
     if (count_ >= kCompactAttrs || !fits || strings_ != &detail::g_module_strings) return false;
+    // The first compact key nulls all kCompactAttrs slots: finish() reads all of them
+    // (same_keys), and none may be indeterminate. count_ is a constant here when the span began
+    // inline, so a span without attributes pays nothing and the zeroing is two 16-byte stores.
+    if (count_ == 0) std::memset(keys_, 0, sizeof keys_);
     keys_[count_] = key;
     return true;
   }
