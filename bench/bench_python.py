@@ -26,8 +26,9 @@ in turn, so that a slow moment of the machine hits them all):
     empty_with_reuse  with e: pass   (one instance of that class, made before the loop)
     enabled_untraced  p.enabled()
 
-Targets: span_enabled <= 1.5 us and >= 5x cheaper than the baseline (baseline_file;
-the ratio to baseline_devnull is printed too); span_disabled <= 1.5x empty_with_new (the ratio to
+Targets (issue 20): span_enabled <= 0.4 us (the median batch's time per span) and >= 25x
+cheaper than the baseline (baseline_file, the [STRACE] line + os.write; the ratio to
+baseline_devnull is printed too); span_disabled <= 1.5x empty_with_new (the ratio to
 empty_with_reuse is printed too); enabled() <= 100 ns. Prints a markdown section on stdout.
 """
 import argparse
@@ -40,6 +41,11 @@ import sys
 import tempfile
 import threading
 import time
+
+# Issue 20's targets for a traced span: its time, and how much cheaper it is than the
+# [STRACE] line written with os.write (baseline_file).
+SPAN_MAX_NS = 400
+RATIO_MIN = 25
 
 ARMS_TRACED = ["span_enabled", "baseline_file", "baseline_devnull", "enabled_traced"]
 ARMS_UNTRACED = ["span_disabled", "empty_with_new", "empty_with_reuse", "enabled_untraced"]
@@ -239,6 +245,9 @@ def main():
 
     def check(ok):
         return "met" if ok else "**missed**"
+
+    def missed_by(value, limit):
+        return "" if value <= limit else f" by {value - limit:.0f} ns ({value / limit:.2f}x)"
     r_file = med["baseline_file"] / med["span_enabled"]
     r_null = med["baseline_devnull"] / med["span_enabled"]
     r_new = med["span_disabled"] / med["empty_with_new"]
@@ -246,9 +255,12 @@ def main():
     en = max(med["enabled_traced"], med["enabled_untraced"])
     print("| target | measured | |")
     print("|---|---|---|")
-    print(f"| traced span <= 1500 ns | {med['span_enabled']:.0f} ns | {check(med['span_enabled'] <= 1500)} |")
-    print(f"| traced span >= 5x cheaper than the baseline (to a file) | {r_file:.1f}x | {check(r_file >= 5)} |")
-    print(f"| (the same against the /dev/null baseline) | {r_null:.1f}x | {check(r_null >= 5)} |")
+    span_ns = med["span_enabled"]
+    print(f"| traced span <= {SPAN_MAX_NS} ns | {span_ns:.0f} ns | {check(span_ns <= SPAN_MAX_NS)}"
+          f"{missed_by(span_ns, SPAN_MAX_NS)} |")
+    print(f"| traced span >= {RATIO_MIN}x cheaper than the baseline (to a file) | {r_file:.1f}x | "
+          f"{check(r_file >= RATIO_MIN)} |")
+    print(f"| (the same against the /dev/null baseline) | {r_null:.1f}x | {check(r_null >= RATIO_MIN)} |")
     print(f"| untraced span <= 1.5x an empty pure-Python `with` (new instance) | {r_new:.2f}x | {check(r_new <= 1.5)} |")
     print(f"| (the same against `with e:` on one instance) | {r_reuse:.2f}x | {check(r_reuse <= 1.5)} |")
     print(f"| `enabled()` <= 100 ns (the slower of traced/untraced) | {en:.0f} ns | {check(en <= 100)} |")
