@@ -113,7 +113,8 @@ class SPANRING_HIDDEN RingWriter {
   bool text_room() noexcept {
     // Both tests against the same bound (capacity - kTextRoomSlots; the ring has at least
     // kMinRingCapacity slots): head's index is at most that, and so is head - tail, the slots in
-    // use by the cached tail; else has_room rereads the tail.
+    // use by the cached tail; else reread_room rereads the tail (out of line: the common case
+    // keeps no register for it).
     const uint64_t last = mask_ - (kTextRoomSlots - 1);
     if ((own_head_ & mask_) > last) return false;
     if (__builtin_expect(own_head_ - cached_tail_ <= last, 1)) return true;
