@@ -560,6 +560,9 @@ int64_t Drainer::drain_run(uint32_t index, RingState& rs, uint64_t stop) {
     room = current_->capacity - current_->len;
   }
   if (room < header + kDefsRoom + kSlotBytes) return 0;  // a small buffer (a flight recorder's)
+  // Taking a buffer may have started a new file (--rotate: Drainer::new_file), where this
+  // owner is announced afresh: its next record goes the record-by-record way.
+  if (!rs.announced || !rs.anchor_known) return 0;
   const uint64_t n = std::min<uint64_t>(want, (room - header - kDefsRoom) / kSlotBytes);
   if (n == 0) return 0;
   char* const out = current_->data.get() + current_->len;

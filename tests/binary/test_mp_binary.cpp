@@ -235,6 +235,8 @@ TEST_CASE("rotated binary files and flight-recorder snapshots each define their 
       CHECK(types.count(8) == 1);
       const std::string text = convert_alone(spanring, f);
       CHECK(!contains(text, "reason=corrupt"));
+      // Its own anchor before its first span (one process): a file reads alone.
+      CHECK(text.find("[CLOCK_ANCHOR] ") < text.find("[STRACE] "));
       for (size_t at = 0; (at = text.find("[STRACE] ", at)) != std::string::npos; ++at) ++spans;
     }
     MESSAGE(files, " rotated files, ", spans, " spans");
