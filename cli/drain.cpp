@@ -70,7 +70,7 @@ int drain_segment(const std::string& segment_name, const std::string& out_path, 
                 EINVAL, also_path);
   OutputFiles output(writer_path(out_path), keep, fallback_for(require_tracing), policy.limits);
   SinkChoice choice(format, also_path, keep == 0, prefix.next_block_seq,
-                    fallback_for(require_tracing));
+                    fallback_for(require_tracing), prefix.version);
   say_fallback(output.writer());
   if (keep != 0)
     std::fprintf(stderr, "spanring: resuming %s after its last commit at byte %llu\n",

@@ -93,8 +93,11 @@ struct SinkChoice {
   std::optional<TeeSink> tee;
 
   SinkChoice(const std::string& format, const std::string& also_path, bool file_header,
-             uint64_t first_block, UringWriter::Fallback fallback) {
-    if (format == "binary") binary.emplace(file_header, first_block);
+             uint64_t first_block, UringWriter::Fallback fallback, uint32_t version = 0) {
+    if (format == "binary") {
+      binary.emplace(file_header, first_block);
+      if (version != 0) binary->set_version(version);  // a kept prefix's (resume)
+    }
     if (!also_path.empty()) {
       also_writer = std::make_unique<UringWriter>(also_path, 8, 0, fallback);
       tee.emplace(base(), *also_writer);

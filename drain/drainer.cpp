@@ -1,7 +1,9 @@
 #include "drain/drainer.h"
 
 #include "drain/diagnostics.h"
+#include "format/binary_format.h"
 #include "format/strace_format.h"
+#include "src/record_decode.h"
 
 #include "src/proc.h"
 
@@ -67,6 +69,7 @@ Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
   max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
   h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
+  runs_ = sink.runs();
   destination.attach(events_, sink.max_event_bytes());
 }
 
@@ -95,6 +98,7 @@ void Drainer::new_file(uint64_t dev, uint64_t ino) {
   // The new file reads alone: its own header, and every process and thread announced again
   // before its first span there.
   sink_.begin_file();
+  std::fill(defined_.begin(), defined_.end(), 0);
   anchored_pids_.clear();
   for (RingState& rs : rings_) {
     rs.anchor_known = false;
@@ -172,6 +176,8 @@ void Drainer::durable(bool failed, uint64_t end) {
     // The records are not in the file: they were counted as written when formatted.
     stats_.written -= c.records;
     stats_.unwritten += c.records;
+    // Its string definitions are not in the file either: define every string again.
+    std::fill(defined_.begin(), defined_.end(), 0);
   }
   // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
   // the journal is pending cuts the file back to the old commit; after, recover() ends it.
@@ -396,6 +402,13 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   std::string why;
   // position < stop, in ring arithmetic (both within one ring of each other, checked above).
   while (stop - reader.position() - 1 < reader.capacity()) {
+    // Runs once the owner is announced (its first record goes the record-by-record way, which
+    // anchors its process on it); the record-by-record path below takes one record whenever
+    // drain_run() does not.
+    if (runs_ && rs.announced && rs.anchor_known && !full_) {
+      const int64_t taken = drain_run(index, rs, stop);
+      if (taken != 0) continue;
+    }
     // Room first, before the read moves the reader: a buffer submitted to make room records
     // this ring's tail and next_seq, and both must stand before this record, which goes into
     // the next buffer. (Reserved after the read, the tail would cover a record that is not in
@@ -518,6 +531,169 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   if (reader.position() - r.tail.load(std::memory_order_relaxed) >= reader.capacity() / 4)
     submit_current();
   if (rs.gone) finish_owner(index, rs);
+}
+
+bool Drainer::define_string(uint32_t id, char*& p) {
+  // id < kStringTableEntries (checked by the caller).
+  uint64_t& word = defined_[id / 64];
+  const uint64_t bit = uint64_t{1} << (id % 64);
+  if (word & bit) return true;
+  std::string_view bytes;
+  std::string why;
+  if (!strings_.resolve(id, bytes, why)) return false;
+  p += sink_.string(p, id, bytes);
+  word |= bit;
+  return true;
+}
+
+int64_t Drainer::drain_run(uint32_t index, RingState& rs, uint64_t stop) {
+  RingReader& reader = rs.reader;
+  const uint64_t avail = stop - reader.position();
+  const uint64_t want = avail < kMaxRunSlots ? avail : kMaxRunSlots;
+  const size_t header = sink_.run_header_bytes();
+  // Room for the run and for the string definitions of one record, written when the first
+  // record names a string the file has not defined yet.
+  constexpr size_t kDefsRoom = (1 + kCompactAttrs) * kMaxStringEventBytes;
+  size_t room = current_ != nullptr ? current_->capacity - current_->len : 0;
+  if (room < header + kDefsRoom + std::min<uint64_t>(want, 64) * kSlotBytes) {
+    if (reserve(header + kDefsRoom + want * kSlotBytes) == nullptr) return 0;
+    room = current_->capacity - current_->len;
+  }
+  if (room < header + kDefsRoom + kSlotBytes) return 0;  // a small buffer (a flight recorder's)
+  // Taking a buffer may have started a new file (--rotate: Drainer::new_file), where this
+  // owner is announced afresh: its next record goes the record-by-record way.
+  if (!rs.announced || !rs.anchor_known) return 0;
+  const uint64_t n = std::min<uint64_t>(want, (room - header - kDefsRoom) / kSlotBytes);
+  if (n == 0) return 0;
+  char* const out = current_->data.get() + current_->len;
+  char* const slots = out + header;
+  // Copied in steps of kCopyStep slots as the walk needs them: a run cut short by a marker or
+  // a gap does not pay for copying the whole stretch.
+  constexpr uint64_t kCopyStep = 64;
+  uint64_t copied = 0;
+
+  // The copy is private: checked record by record, only for what the file needs to frame and
+  // bound each record (slot count, lengths, flags, sequence) and to resolve its strings. The
+  // rest (a NUL inside a name, well-formed packed attributes) is the reader's to check: it
+  // decodes with src/record_decode.h and counts a record that does not decode as one drop.
+  const uint64_t first_seq = rs.next_seq;
+  uint64_t seq = first_seq;
+  uint64_t at = 0;
+  uint64_t last_ts = 0;
+  uint32_t last_depth = 0;
+  const TscClock::Pair anchor{rs.anchor_tsc, rs.anchor_mono};
+  while (at < n) {
+    if (copied < n && copied < at + kMaxRecordSlots) {
+      const uint64_t k = std::min<uint64_t>(n - copied, kCopyStep);
+      reader.copy_slots(copied, k, reinterpret_cast<std::byte*>(slots + copied * kSlotBytes));
+      copied += k;
+    }
+    char* const slot = slots + at * kSlotBytes;
+    uint16_t flags;
+    std::memcpy(&flags, slot + offsetof(RecordHeader, flags), sizeof flags);
+    if (flags & kRecordCompact) {
+      CompactRecord c;
+      std::memcpy(&c, slot, sizeof c);
+      const uint32_t count = c.attrs & 0x7u;
+      if (c.slots != 1 || (flags & ~(kRecordCompact | kRecordTsc)) != 0 ||
+          count > kCompactAttrs || ((c.attrs & kCompactAttrsText) != 0 && count != 0) ||
+          c.seq_lo != static_cast<uint32_t>(seq))
+        break;
+      uint16_t ids[1 + kCompactAttrs];
+      const uint32_t nids = compact_string_ids(c, ids);
+      bool undefined = false;
+      for (uint32_t i = 0; i < nids; ++i) {
+        if (ids[i] == 0 || ids[i] >= kStringTableEntries) goto end_of_run;
+        undefined |= !(defined_[ids[i] / 64] >> (ids[i] % 64) & 1u);
+      }
+      if (undefined) {
+        if (seq != first_seq) break;  // a run of its own, after the definitions
+        // The definitions go where the run was to start; the caller copies the run again.
+        char* p = out;
+        for (uint32_t i = 0; i < nids; ++i)
+          if (!define_string(ids[i], p)) {
+            commit(static_cast<size_t>(p - out));
+            return p != out ? -1 : 0;  // the record-by-record path drops it as corrupt
+          }
+        commit(static_cast<size_t>(p - out));
+        return -1;
+      }
+      last_ts = c.ts_ns;
+      last_depth = c.depth;
+      if (flags & kRecordTsc) {
+        const TscClock::Interval ns = clock_.span_ns(c.ts_ns, c.dur_ns, anchor);
+        if (ns.dur_ns > UINT32_MAX) break;  // as an ordinary record, record by record
+        c.ts_ns = ns.start_ns;
+        c.dur_ns = static_cast<uint32_t>(ns.dur_ns);
+        c.flags = kRecordCompact;
+        std::memcpy(slot, &c, sizeof c);
+      }
+      at += 1;
+    } else {
+      RecordHeader h;
+      std::memcpy(&h, slot, sizeof h);
+      const bool packed = (flags & kRecordPackedAttrs) != 0;
+      if (h.slots == 0 || h.slots > copied - at || h.seq != seq ||
+          (flags & ~(kRecordTsc | kRecordPackedAttrs)) != 0 || h.name_len == 0 ||
+          h.name_len > kNameRawMax || h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
+          (packed && h.attrs_len == 0) ||
+          h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len))
+        break;
+      last_ts = h.ts_ns;
+      last_depth = h.depth;
+      if (flags & kRecordTsc) {
+        const TscClock::Interval ns = clock_.span_ns(h.ts_ns, h.dur_ns, anchor);
+        h.ts_ns = ns.start_ns;
+        h.dur_ns = ns.dur_ns;
+        h.flags = static_cast<uint16_t>(flags & ~kRecordTsc);
+        std::memcpy(slot, &h, sizeof h);
+      }
+      at += h.slots;
+    }
+    ++seq;
+  }
+end_of_run:
+  const uint64_t records = seq - first_seq;
+  if (records == 0) return 0;
+  sink_.begin_run(out, rs.pid, rs.tid, first_seq);
+  if (sink_.wants_run_records()) run_records(rs, records);
+  sink_.end_run(out, static_cast<uint32_t>(at), static_cast<uint32_t>(records));
+  commit(header + at * kSlotBytes);
+  reader.advance(at);
+  commits_.open().records += records;
+  stats_.written += records;
+  rs.next_seq = seq;
+  rs.last_ts = last_ts;
+  rs.last_depth = last_depth;
+  rs.has_last = true;
+  mark_dirty(index, rs);
+  return static_cast<int64_t>(records);
+}
+
+void Drainer::run_records(RingState& rs, uint64_t records) {
+  // The records of the run just copied, read again from the ring as the text path reads them
+  // (the tail has not moved past them: the producer has not reused their slots).
+  RingReader again = rs.reader;
+  RecordCopy rec;
+  std::string why;
+  for (uint64_t i = 0; i < records; ++i) {
+    const uint64_t seq = rs.next_seq + i;
+    const ReadStatus status = again.read(rs.reader.head(), seq, rec, why);
+    if (status != ReadStatus::kRecord) {
+      // Rewritten since the copy (a hostile process): the text says this record is corrupt.
+      sink_.run_record_drop(DropsEvent{rs.pid, rs.tid, 1, seq, seq, DropReason::kCorrupt});
+      if (status == ReadStatus::kCorrupt) return;
+      continue;
+    }
+    if (rec.header.flags & kRecordTsc) {
+      const TscClock::Interval ns = clock_.span_ns(
+          rec.header.ts_ns, rec.header.dur_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+      rec.header.ts_ns = ns.start_ns;
+      rec.header.dur_ns = ns.dur_ns;
+      rec.header.flags &= static_cast<uint16_t>(~kRecordTsc);
+    }
+    sink_.run_record(SpanEvent::of(rs.pid, rs.tid, rec));
+  }
 }
 
 uint64_t Drainer::poll() {

@@ -157,6 +157,20 @@ class Drainer {
   };
 
   void drain_ring(uint32_t index, bool final_pass);
+  // The run path (binary version 3, Sink::runs()): copies the ring's slots from the reader's
+  // position up to `stop` (at most kMaxRunSlots) into the buffer after a run header, checks
+  // each record of the copy only for what frames it and keeps the file readable, and writes
+  // the well-formed prefix as one run event. Returns the records taken; 0 when the record at
+  // the position needs the record-by-record path (a marker, a gap, a bad string, a corrupt
+  // record, a TSC duration that no longer fits, --max-size), -1 when it wrote string
+  // definitions and the caller should call again.
+  int64_t drain_run(uint32_t index, RingState& rs, uint64_t stop);
+  // Defines string `id` in the current file when it is not yet (event 7 at `p`, advancing it).
+  // False when the id does not resolve in the segment's table.
+  bool define_string(uint32_t id, char*& p);
+  // Sink::wants_run_records(): the `records` records of the run at rs.reader's position, read
+  // again record by record from the ring, to sink_.run_record().
+  void run_records(RingState& rs, uint64_t records);
   void adopt_owner(uint32_t index, RingState& rs);
   // The clock anchor to announce for rs.pid, whose first record is `first` (see drainer.cpp).
   std::pair<uint64_t, uint64_t> process_anchor(const RingState& rs, const RecordCopy& first) const;
@@ -208,6 +222,10 @@ class Drainer {
   // The segment's string table, resolved for every ring's compact records and open spans
   // (checked copies kept for the segment's life: an id means the same bytes to every owner).
   StringTableReader strings_{view_.strings()};
+  // The string ids defined in the current file (event 7 written): cleared when a file starts
+  // and when a buffer could not be written (its definitions are not in the file).
+  std::vector<uint64_t> defined_ = std::vector<uint64_t>(kStringTableEntries / 64);
+  bool runs_ = false;  // sink_.runs()
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
   // Segment drop counters found implausible (implausible_segment_counter), said once each.
   std::set<std::string> implausible_said_;

@@ -116,6 +116,13 @@ void FlightRecorder::thread(const ThreadEvent& e) {
   it->second.known = true;
 }
 
+void FlightRecorder::string(uint32_t id, std::string_view bytes) {
+  auto [it, fresh] = strings_.try_emplace(id);
+  if (fresh) add_meta(static_cast<int64_t>(sizeof(std::string) + kNodeBytes));
+  add_meta(static_cast<int64_t>(bytes.size()) - static_cast<int64_t>(it->second.size()));
+  it->second.assign(bytes);
+}
+
 uint64_t FlightRecorder::overhead_of(const Block& b) const noexcept {
   return sizeof(Block) + kNodeBytes + b.marks.capacity() * sizeof(b.marks[0]) +
          b.last_marks.capacity() * sizeof(uint64_t);
@@ -264,7 +271,8 @@ void FlightRecorder::start_next() {
                                               kSnapshotBuffers);
   BufferedWriter& out = *job->out;
 
-  // The metadata blocks: file header (version 2), processes, threads, overwritten ranges.
+  // The metadata blocks: file header (version 3), processes, threads, string definitions,
+  // overwritten ranges.
   BinarySink sink(false, 0);
   Buffer* cur = nullptr;
   auto room = [&]() -> char* {
@@ -312,6 +320,10 @@ void FlightRecorder::start_next() {
   for (const auto& [id, t] : threads_)
     if (t.known)
       put([&](char* out) { return sink.thread(out, ThreadEvent{id.first, id.second, t.name}); });
+  // Every string the drainer defined: the window's runs name some of them, whatever blocks
+  // it holds, and a snapshot file reads alone.
+  for (const auto& [id, bytes] : strings_)
+    put([&](char* out) { return sink.string(out, id, bytes); });
   auto overwritten = [&](uint32_t pid, uint32_t tid, uint64_t first, uint64_t end) {
     job->overwritten += end - first;
     put([&](char* out) {

@@ -121,6 +121,10 @@ class FlightRecorder final : public Destination {
   // ---- from the drainer (FlightSink and submit())
   void process(const ProcessEvent& e);
   void thread(const ThreadEvent& e);
+  // A string id the drained records name (1..kStringTableEntries - 1, 1..kStringMaxBytes
+  // bytes): kept for the metadata of every later snapshot (at most kStringTableEntries of them;
+  // a segment never redefines an id).
+  void string(uint32_t id, std::string_view bytes);
   // A finished block `data[0, len)` (block header + events, as BinarySink framed it) holding
   // `records` spans; `marks` the owners it advanced; the segment-wide no_ring / vfork totals
   // reported up to this block (0: unchanged). Evicts older blocks as needed (waiting for a
@@ -220,6 +224,7 @@ class FlightRecorder final : public Destination {
   std::unordered_map<uint64_t, Owner> owners_;
   std::unordered_map<uint32_t, Process> processes_;
   std::map<std::pair<uint32_t, uint32_t>, Thread> threads_;
+  std::map<uint32_t, std::string> strings_;  // string definitions, by id (snapshot metadata)
   std::deque<Gone> gone_;
   uint64_t gone_summed_ = 0;  // records of owners past kMaxGoneOwners, pid=0 tid=0
   std::vector<uint32_t> forgotten_;
@@ -254,6 +259,20 @@ class FlightSink final : public Sink {
   }
   size_t undescribed(char* out, const UndescribedEvent& e) noexcept override {
     return blocks_.undescribed(out, e);
+  }
+  // Runs go into the blocks; string definitions into the metadata, so that every snapshot
+  // defines the strings its runs name whichever blocks it holds.
+  bool runs() const noexcept override { return true; }
+  size_t string(char*, uint32_t id, std::string_view bytes) noexcept override {
+    recorder_.string(id, bytes);
+    return 0;
+  }
+  size_t run_header_bytes() const noexcept override { return blocks_.run_header_bytes(); }
+  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept override {
+    return blocks_.begin_run(out, pid, tid, first_seq);
+  }
+  void end_run(char* out, uint32_t slots, uint32_t records) noexcept override {
+    blocks_.end_run(out, slots, records);
   }
 
  private:

@@ -42,6 +42,10 @@ KeptPrefix scan_binary_prefix(const std::string& path, uint64_t bytes) {
                                        : r.message),
                 EINVAL, path);
   out.next_block_seq = last == UINT64_MAX ? 0 : last + 1;
+  // "spanring binary trace vN": the reader accepted N (kOldestTraceVersion..kTraceVersion).
+  const size_t v = r.format.rfind('v');
+  out.version = v == std::string::npos ? kTraceVersion
+                                       : static_cast<uint32_t>(std::stoul(r.format.substr(v + 1)));
   return out;
 }
 

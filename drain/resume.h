@@ -15,6 +15,9 @@ namespace spanring {
 struct KeptPrefix {
   std::unordered_set<uint32_t> pids;  // announced in the prefix
   uint64_t next_block_seq = 0;        // binary: the first block to append; text: 0
+  // binary: the prefix's format version (binary_format.h); what is appended keeps to it (a
+  // version 1 or 2 prefix gets no string or run event). Text: unused.
+  uint32_t version = 0;
 };
 
 // The format of the first bytes of `path`: "binary" (the binary magic) or "strace".

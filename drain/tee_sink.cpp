@@ -66,6 +66,16 @@ size_t TeeSink::undescribed(char* out, const UndescribedEvent& e) noexcept {
   return primary_.undescribed(out, e);
 }
 
+void TeeSink::run_record(const SpanEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.span(t, e);
+}
+
+void TeeSink::run_record_drop(const DropsEvent& e) noexcept {
+  char* t = text_room();  // may submit the current buffer and take another
+  current_->len += text_.drops(t, e);
+}
+
 bool TeeSink::finish() noexcept {
   submit_text();
   // Comes back once every earlier buffer is written and the file is fsynced.

@@ -48,6 +48,23 @@ class TeeSink final : public Sink {
   size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override;
   size_t undescribed(char* out, const UndescribedEvent& e) noexcept override;
 
+  // Runs (format/sink.h) when the primary takes them: the primary gets each run as it is, the
+  // text each of its records as the text drainer reads it from the ring (run_record), so that
+  // `convert` of the primary's runs is checked against the text path's own decoding.
+  bool runs() const noexcept override { return primary_.runs(); }
+  size_t string(char* out, uint32_t id, std::string_view bytes) noexcept override {
+    return primary_.string(out, id, bytes);
+  }
+  size_t run_header_bytes() const noexcept override { return primary_.run_header_bytes(); }
+  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept override {
+    return primary_.begin_run(out, pid, tid, first_seq);
+  }
+  void end_run(char* out, uint32_t slots, uint32_t records) noexcept override {
+    primary_.end_run(out, slots, records);
+  }
+  bool wants_run_records() const noexcept override { return true; }
+  void run_record(const SpanEvent& e) noexcept override;
+  void run_record_drop(const DropsEvent& e) noexcept override;
   // Writes the text still buffered and waits until the text file has it all and is fsynced.
   // Returns false when a write to it failed. Call after Drainer::finish(), once.
   bool finish() noexcept;

@@ -1,4 +1,4 @@
-// The spanring binary trace format, versions 1 and 2 (docs/binary-format.md has the full
+// The spanring binary trace format, versions 1, 2 and 3 (docs/binary-format.md has the full
 // description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
 // output, read_binary_trace() (format/binary_reader.h) reads it back; block headers are sealed
 // and checked by format/block_frame.h only; CRC32C is format/crc32c.h.
@@ -44,7 +44,10 @@ inline constexpr char kTraceMagic[8] = {'\x89', 'S', 'P', 'R', 'T', 'R', 'C', '\
 // (pushed out of a flight recorder's window before its snapshot, drain/flight_recorder.h). A
 // version 1 file is a version 2 file without them, so readers take both, and a reason past 6 in a
 // version 1 file is corrupt.
-inline constexpr uint32_t kTraceVersion = 2;
+// Version 3 adds event 7 (a string definition: id -> bytes) and event 8 (a run of one thread's
+// records copied as the ring holds them, compact records naming string ids defined by event 7
+// earlier in the same file). A version 1 or 2 file is a version 3 file without them.
+inline constexpr uint32_t kTraceVersion = 3;
 inline constexpr uint32_t kOldestTraceVersion = 1;
 // "SBLK" as a little-endian u32.
 inline constexpr uint32_t kBlockMagic = 0x4b4c4253;
@@ -88,6 +91,8 @@ enum class EventType : uint8_t {
   kDrops = 4,
   kUnfinished = 5,
   kUndescribed = 6,
+  kString = 7,  // version 3
+  kRun = 8,     // version 3
 };
 
 struct EventHeader {
@@ -155,6 +160,38 @@ struct UndescribedBody {
   uint32_t reserved;
 };
 static_assert(sizeof(UndescribedBody) == 16);
+
+// Event 7 (version 3): string `id` is `len` raw bytes (1..kStringMaxBytes, no NUL), as the
+// segment's string table holds it. Written before the first run of a file that names the id; a
+// later definition of the same id (a drainer resumed on the file) replaces it.
+struct StringBody {  // + len bytes
+  uint16_t id;   // 1..kStringTableEntries - 1
+  uint16_t len;  // 1..kStringMaxBytes
+  uint32_t reserved;  // 0
+};
+static_assert(std::is_standard_layout_v<StringBody>);
+static_assert(sizeof(StringBody) == 8);
+
+// Event 8 (version 3): `slots` 64-byte slots holding `records` consecutive records of ring
+// owner (pid, tid) as the ring held them (RecordHeader or CompactRecord, segment_layout.h), the
+// first with sequence number first_seq and each next one +1. In a run: no marker record, no
+// kRecordTsc (the drainer converted TSC times to ns in its copy), an ordinary record's seq is
+// its place in the run, a compact record's seq_lo its low 32 bits, and its string ids are
+// defined by event 7 earlier in the file.
+struct RunBody {  // + slots * kSlotBytes bytes
+  uint32_t pid;
+  uint32_t tid;
+  uint64_t first_seq;
+  uint32_t slots;    // 1..kMaxRunSlots
+  uint32_t records;  // 1..slots
+};
+static_assert(std::is_standard_layout_v<RunBody>);
+static_assert(sizeof(RunBody) == 24);
+// The most slots one run event holds (its body_bytes is 16 bits).
+inline constexpr uint32_t kMaxRunSlots = (UINT16_MAX - sizeof(RunBody)) / kSlotBytes;
+static_assert(kMaxRunSlots == 1023);
+inline constexpr size_t kMaxStringEventBytes =
+    sizeof(EventHeader) + sizeof(StringBody) + kStringMaxBytes;
 
 // The largest event: a process with a full command line.
 inline constexpr size_t kMaxBinaryEventBytes =

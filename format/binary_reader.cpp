@@ -2,10 +2,14 @@
 
 #include "format/block_frame.h"
 
+#include "src/record_decode.h"
+
 #include <spanring/segment_layout.h>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +24,95 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+// The string definitions (event 7) read so far in the file: id -> raw bytes.
+struct FileStrings {
+  uint8_t len[kStringTableEntries] = {};  // 0: not defined
+  char bytes[kStringTableEntries][kStringMaxBytes];
+  bool resolve(uint32_t id, std::string_view& out, std::string& why) const {
+    if (id == 0 || id >= kStringTableEntries || len[id] == 0) {
+      why = "string id " + std::to_string(id) + " is not defined before its use in the file";
+      return false;
+    }
+    out = std::string_view(bytes[id], len[id]);
+    return true;
+  }
+};
+
+// What the events of a file read so far carry across blocks, and the damage counted in them.
+struct FileState {
+  std::unique_ptr<FileStrings> strings;  // allocated at the first event 7
+  uint64_t damaged = 0;        // records of runs dropped as corrupt (delivered as drops)
+  std::string first_damage;    // why, for the first of them
+};
+
+// The framing of the run event `body` (len bytes, checked: >= sizeof(RunBody)): its counts,
+// and every record's slot count, flags and sequence number (what a reader needs to walk it).
+// What can be wrong inside a record without breaking the walk (a NUL in a name, malformed
+// packed attributes, an undefined string id) is found when it is delivered, and counted.
+std::string check_run(const char* body, size_t len) {
+  RunBody b;
+  std::memcpy(&b, body, sizeof b);
+  if (b.slots == 0 || b.slots > kMaxRunSlots || len != sizeof b + size_t{b.slots} * kSlotBytes)
+    return "run of " + std::to_string(b.slots) + " slots in an event of " + std::to_string(len) +
+           " bytes (1.." + std::to_string(kMaxRunSlots) + " slots of " +
+           std::to_string(kSlotBytes) + " bytes after a " + std::to_string(sizeof b) +
+           "-byte body)";
+  if (b.records == 0 || b.records > b.slots)
+    return "run of " + std::to_string(b.slots) + " slots claims " + std::to_string(b.records) +
+           " records";
+  const char* slots = body + sizeof b;
+  uint32_t at = 0;
+  uint32_t records = 0;
+  std::string why;
+  for (; at < b.slots && records < b.records; ++records) {
+    const uint64_t seq = b.first_seq + records;
+    RecordHeader h;
+    std::memcpy(&h, slots + size_t{at} * kSlotBytes, sizeof h);
+    const RecordWhere where{"run record ", records, " at slot ", at};
+    if ((h.flags & kRecordCompact) != 0) {
+      CompactRecord c;
+      std::memcpy(&c, &h, sizeof c);
+      if (!check_compact_frame(c, seq, false, where, why)) return why;
+    } else {
+      if (!check_ordinary_frame(h, b.slots - at, seq, where, why)) return why;
+      if (h.seq != seq || (h.flags & (kRecordMarkers | kRecordTsc)) != 0)
+        return where.str() + " has sequence " + std::to_string(h.seq) + " (its place says " +
+               std::to_string(seq) + ") or flags " + std::to_string(h.flags) +
+               " (a run holds no marker and no TSC time)";
+    }
+    at += h.slots;
+  }
+  if (at != b.slots || records != b.records)
+    return "run of " + std::to_string(b.slots) + " slots and " + std::to_string(b.records) +
+           " records holds " + std::to_string(records) + " records in " + std::to_string(at) +
+           " slots";
+  return {};
+}
+
+// Delivers the records of a run whose framing check_run() accepted: each decoded exactly as the
+// drainer decodes the ring (src/record_decode.h); a record that does not decode is delivered as
+// one corrupt drop and counted in `st`.
+void deliver_run(const char* body, EventVisitor& v, FileState& st, RecordCopy& rec) {
+  RunBody b;
+  std::memcpy(&b, body, sizeof b);
+  static const FileStrings kNone{};
+  const FileStrings& strings = st.strings ? *st.strings : kNone;
+  decode_run(
+      body + sizeof b, b.records, b.first_seq,
+      [&strings](uint32_t id, std::string_view& out, std::string& w) {
+        return strings.resolve(id, out, w);
+      },
+      rec, [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); },
+      [&](uint64_t seq, const std::string& why) {
+        if (st.damaged++ == 0) st.first_damage = why;
+        v.drops(DropsEvent{b.pid, b.tid, 1, seq, seq, DropReason::kCorrupt});
+      });
+}
+
 // Checks (and, with a visitor, delivers) the events of one payload. Returns "" when every event
 // is well formed; else why, with *bad_at = the offset in the payload of the bad event.
 std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at,
-                        uint64_t* events, uint32_t version) {
+                        uint64_t* events, uint32_t version, FileState& st) {
   // Version 2 adds drop reasons kMaxSize and kOverwritten (binary_format.h).
   const uint8_t max_reason = static_cast<uint8_t>(
       version >= 2 ? DropReason::kOverwritten : DropReason::kReentrant);
@@ -140,9 +229,38 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
         if (v) v->undescribed(UndescribedEvent{b.pid, b.tid, b.count});
         break;
       }
+      case EventType::kString: {
+        if (version < 3) return "string event in a version " + std::to_string(version) + " file";
+        StringBody b;
+        if (len < sizeof b) return need(sizeof b, 0, "string");
+        std::memcpy(&b, body, sizeof b);
+        if (b.id == 0 || b.id >= kStringTableEntries || b.len == 0 || b.len > kStringMaxBytes)
+          return "string id " + std::to_string(b.id) + " of " + std::to_string(b.len) +
+                 " bytes (ids 1.." + std::to_string(kStringTableEntries - 1) + ", 1.." +
+                 std::to_string(kStringMaxBytes) + " bytes)";
+        if (!(why = need(sizeof b, b.len, "string")).empty()) return why;
+        if (std::memchr(body + sizeof b, 0, b.len) != nullptr)
+          return "string id " + std::to_string(b.id) + " holds a NUL byte";
+        if (v) {
+          if (!st.strings) st.strings = std::make_unique<FileStrings>();
+          st.strings->len[b.id] = static_cast<uint8_t>(b.len);
+          std::memcpy(st.strings->bytes[b.id], body + sizeof b, b.len);
+        }
+        break;
+      }
+      case EventType::kRun: {
+        if (version < 3) return "run event in a version " + std::to_string(version) + " file";
+        if (len < sizeof(RunBody)) return need(sizeof(RunBody), 0, "run");
+        if (!v) {
+          if (!(why = check_run(body, len)).empty()) return why;
+        } else {
+          deliver_run(body, *v, st, rec);
+        }
+        break;
+      }
       default:
         return "unknown event type " + std::to_string(eh.type) + " (version " +
-               std::to_string(version) + " has 1..6)";
+               std::to_string(version) + " has 1.." + (version >= 3 ? "8" : "6") + ")";
     }
     at = body_at + len;
     ++count;
@@ -158,13 +276,23 @@ bool is_binary_trace(std::string_view first_bytes) noexcept {
          std::memcmp(first_bytes.data(), kTraceMagic, sizeof kTraceMagic) == 0;
 }
 
-ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* last_block_seq) {
+struct BinaryCarry::State {
+  FileState file;
+};
+BinaryCarry::BinaryCarry() : state(std::make_unique<State>()) {}
+BinaryCarry::~BinaryCarry() = default;
+void BinaryCarry::reset() { state = std::make_unique<State>(); }
+
+ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* last_block_seq,
+                             BinaryCarry* carry) {
   ReadResult r;
   r.format = "spanring binary trace";  // the version is added once the file header is read
   if (last_block_seq) *last_block_seq = UINT64_MAX;
   const uint64_t start = in.offset();
   auto at = [&](uint64_t off) { return "byte " + std::to_string(off); };
+  std::function<void()> before_done;
   auto done = [&](ReadResult::Status s, uint64_t where, std::string msg) {
+    if (before_done) before_done();
     r.status = s;
     r.error_offset = where;
     r.message = std::move(msg);
@@ -208,6 +336,17 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
   r.good_bytes = in.offset() - start;
 
   // ---- blocks
+  FileState own;
+  FileState& st = carry != nullptr ? carry->state->file : own;
+  st.damaged = 0;  // counted per call; the definitions carry over
+  // Said once the file is read, however it ends.
+  auto damage_note = [&] {
+    if (st.damaged != 0)
+      r.notes.push_back(std::to_string(st.damaged) + " record" + (st.damaged == 1 ? "" : "s") +
+                        " of runs could not be decoded and were read as corrupt drops (the "
+                        "first: " + st.first_damage + ")");
+  };
+  before_done = damage_note;
   std::vector<char> payload;
   bool have_seq = false;
   uint64_t prev_seq = 0;
@@ -281,7 +420,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
     size_t bad_at = 0;
     uint64_t events = 0;
     const std::string why = walk_events(payload.data(), bh.payload_bytes, nullptr, &bad_at,
-                                        &events, fh.version);
+                                        &events, fh.version, st);
     if (!why.empty()) {
       const uint64_t where = block_at + kBlockHeaderBytes + bad_at;
       return done(ReadResult::Status::kCorrupt, where,
@@ -293,7 +432,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
                         std::to_string(bh.seq - 1) + " are missing before " + at(block_at) +
                         " (a write the drainer reported as failed; their records were counted "
                         "as unwritten)");
-    walk_events(payload.data(), bh.payload_bytes, &visitor, &bad_at, &events, fh.version);
+    walk_events(payload.data(), bh.payload_bytes, &visitor, &bad_at, &events, fh.version, st);
     have_seq = true;
     prev_seq = bh.seq;
     if (last_block_seq) *last_block_seq = bh.seq;
@@ -301,6 +440,7 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
     r.events += events;
     r.good_bytes = in.offset() - start;
   }
+  damage_note();
   r.bytes_read = in.offset() - start;
   return r;
 }

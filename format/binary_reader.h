@@ -8,6 +8,7 @@
 #include "format/event_visitor.h"
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 namespace spanring {
@@ -22,8 +23,22 @@ namespace spanring {
 // checksum, length or event: names the byte offset; earlier blocks were delivered, nothing of
 // the bad block was). `last_block_seq`, when not null, receives the last complete block's
 // sequence number (or UINT64_MAX when there was none).
+//
+// `carry`, when not null, holds what version-3 events define for later ones (the string
+// definitions, event 7) across calls: a reader that reads one file in pieces (each block alone
+// behind the file header, as `export --follow` does) passes the same BinaryCarry to each call.
+class BinaryCarry {
+ public:
+  BinaryCarry();
+  ~BinaryCarry();
+  BinaryCarry(const BinaryCarry&) = delete;
+  BinaryCarry& operator=(const BinaryCarry&) = delete;
+  void reset();  // forgets everything carried (a file read again from its start)
+  struct State;
+  std::unique_ptr<State> state;
+};
 ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor,
-                             uint64_t* last_block_seq = nullptr);
+                             uint64_t* last_block_seq = nullptr, BinaryCarry* carry = nullptr);
 
 // True when `first_bytes` (the start of a file) begins with the binary magic. Pure.
 bool is_binary_trace(std::string_view first_bytes) noexcept;

@@ -35,7 +35,7 @@ size_t BinarySink::begin_buffer(char* out) noexcept {
     // The first buffer of a new file carries the file header in front of its block.
     FileHeader fh{};
     std::memcpy(fh.magic, kTraceMagic, sizeof fh.magic);
-    fh.version = kTraceVersion;
+    fh.version = version_;
     fh.header_bytes = kFileHeaderBytes;
     std::memcpy(out, &fh, sizeof fh);
     at = sizeof fh;
@@ -111,6 +111,26 @@ size_t BinarySink::undescribed(char* out, const UndescribedEvent& e) noexcept {
   // The drainer counts at most the open spans of one thread, far below 2^32.
   const UndescribedBody b{e.pid, e.tid, static_cast<uint32_t>(e.count), 0};
   return put_event(out, EventType::kUndescribed, b);
+}
+
+size_t BinarySink::string(char* out, uint32_t id, std::string_view bytes) noexcept {
+  const StringBody b{static_cast<uint16_t>(id), static_cast<uint16_t>(bytes.size()), 0};
+  return put_event(out, EventType::kString, b, bytes);
+}
+
+size_t BinarySink::begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept {
+  const RunBody b{pid, tid, first_seq, 0, 0};
+  std::memcpy(out + sizeof(EventHeader), &b, sizeof b);
+  return sizeof(EventHeader) + sizeof b;
+}
+
+void BinarySink::end_run(char* out, uint32_t slots, uint32_t records) noexcept {
+  // slots <= kMaxRunSlots: the body fits body_bytes' 16 bits.
+  const EventHeader eh{static_cast<uint8_t>(EventType::kRun), 0,
+                       static_cast<uint16_t>(sizeof(RunBody) + size_t{slots} * kSlotBytes)};
+  std::memcpy(out, &eh, sizeof eh);
+  std::memcpy(out + sizeof eh + offsetof(RunBody, slots), &slots, sizeof slots);
+  std::memcpy(out + sizeof eh + offsetof(RunBody, records), &records, sizeof records);
 }
 
 }  // namespace spanring

@@ -13,6 +13,8 @@
 #include "format/event.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <string_view>
 
 namespace spanring {
 
@@ -38,6 +40,40 @@ class Sink {
   virtual size_t drops(char* out, const DropsEvent& e) noexcept = 0;
   virtual size_t unfinished(char* out, const UnfinishedEvent& e) noexcept = 0;
   virtual size_t undescribed(char* out, const UndescribedEvent& e) noexcept = 0;
+
+  // ---- runs of ring records (binary version 3). A sink whose runs() is true takes a thread's
+  // well-framed span records as the ring holds them, copied by the drainer in one piece,
+  // instead of one span() per record: string() once per string id a file uses, before the
+  // first run naming it, then begin_run()/end_run() around the copied slots. The defaults are
+  // for a sink without runs (the drainer then calls span() for every record).
+
+  // Whether the drainer may write runs through this sink.
+  virtual bool runs() const noexcept { return false; }
+  // Defines string `id` as `bytes` (1..kStringMaxBytes raw bytes, checked by the drainer) at
+  // `out` (room for kMaxStringEventBytes); returns the bytes written (0: kept elsewhere, as the
+  // flight recorder keeps them in its metadata).
+  virtual size_t string(char* /*out*/, uint32_t /*id*/, std::string_view /*bytes*/) noexcept {
+    return 0;
+  }
+  // The bytes begin_run() writes in front of a run's slots.
+  virtual size_t run_header_bytes() const noexcept { return 0; }
+  // A run of owner (pid, tid) starting at sequence number first_seq begins at `out`: the
+  // drainer copies the slots right after run_header_bytes() and then calls end_run() with the
+  // same `out`, the slot count (1..kMaxRunSlots) and the record count, once the slots are
+  // checked (and their TSC times converted). Returns the header bytes.
+  virtual size_t begin_run(char* /*out*/, uint32_t /*pid*/, uint32_t /*tid*/,
+                           uint64_t /*first_seq*/) noexcept {
+    return 0;
+  }
+  virtual void end_run(char* /*out*/, uint32_t /*slots*/, uint32_t /*records*/) noexcept {}
+  // A sink that also wants each record of a run as the text drainer reads it (the tee, which
+  // writes [STRACE] text beside the runs): the drainer then reads every record of the run from
+  // the ring once more, record by record as the text path does, and calls run_record() for
+  // each (after begin_run, before end_run). Costs a second read: for checking, not production.
+  virtual bool wants_run_records() const noexcept { return false; }
+  virtual void run_record(const SpanEvent& /*e*/) noexcept {}
+  // ... or, for a record rewritten in the ring since the run's copy was checked, this drop.
+  virtual void run_record_drop(const DropsEvent& /*e*/) noexcept {}
 };
 
 }  // namespace spanring

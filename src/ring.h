@@ -92,6 +92,20 @@ class RingReader {
   // header per slot.
   std::optional<uint64_t> count_records(uint64_t head) const noexcept;
 
+  // Copies the `n` slots from position() + `from` on (from + n <= capacity()) into `out` as
+  // they are, wrapping at the ring's end: the drainer's run path (binary version 3), which then
+  // checks the copy, never the shared slots. Moves nothing.
+  void copy_slots(uint64_t from, uint64_t n, std::byte* out) const noexcept {
+    const uint64_t mask = capacity_ - 1;
+    const uint64_t first = (position_ + from) & mask;
+    const uint64_t to_end = capacity_ - first;
+    const uint64_t a = n < to_end ? n : to_end;
+    std::memcpy(out, slots_ + first * kSlotBytes, a * kSlotBytes);
+    if (n > a) std::memcpy(out + a * kSlotBytes, slots_, (n - a) * kSlotBytes);
+  }
+  // Moves position() past `n` slots whose records the caller took from copy_slots().
+  void advance(uint64_t n) noexcept { position_ += n; }
+
  private:
   ReadStatus read_compact(uint64_t pos, uint64_t min_seq, RecordCopy& out, std::string& why);
 

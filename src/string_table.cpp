@@ -110,12 +110,15 @@ bool StringTableReader::resolve_entry(uint32_t id, std::string_view& out, std::s
   char bytes[kStringMaxBytes];
   const uint32_t len = copy_checked(e, id, bytes, &why);
   if (len == 0) return false;
-  if (!cache_) cache_.reset(new Checked[kStringTableEntries]());
-  Checked& c = cache_[id];
-  c.len = static_cast<uint8_t>(len);
-  std::memcpy(c.bytes, bytes, len);
+  if (!lens_) {
+    lens_ = std::make_unique<uint8_t[]>(kStringTableEntries);
+    bytes_ = std::make_unique_for_overwrite<char[]>(size_t{kStringTableEntries} * kStringMaxBytes);
+  }
+  char* const kept = bytes_.get() + size_t{id} * kStringMaxBytes;
+  std::memcpy(kept, bytes, len);
+  lens_[id] = static_cast<uint8_t>(len);
   ++resolved_;
-  out = std::string_view(c.bytes, c.len);
+  out = std::string_view(kept, len);
   return true;
 }
 

@@ -47,12 +47,9 @@ class StringTableReader {
   // same bytes without reading the table again (the per-record path: a range check and a
   // load). A failure is not kept: the entry is read again next time.
   bool resolve(uint32_t id, std::string_view& out, std::string& why) {
-    if (id < kStringTableEntries && cache_ != nullptr) {
-      const Checked& c = cache_[id];
-      if (c.len != 0) {
-        out = std::string_view(c.bytes, c.len);
-        return true;
-      }
+    if (id < kStringTableEntries && lens_ != nullptr && lens_[id] != 0) {
+      out = std::string_view(bytes_.get() + size_t{id} * kStringMaxBytes, lens_[id]);
+      return true;
     }
     return resolve_entry(id, out, why);
   }
@@ -61,18 +58,17 @@ class StringTableReader {
   uint32_t resolved() const noexcept { return resolved_; }
 
  private:
-  // A checked copy of one entry; len 0: not resolved yet.
-  struct Checked {
-    uint8_t len;
-    char bytes[kStringMaxBytes];
-  };
-  static_assert(kStringMaxBytes <= 255, "Checked::len is one byte");
+  static_assert(kStringMaxBytes <= 255, "a length is one byte");
 
   // Reads entry `id` from shared memory once, checks the copy, keeps it.
   bool resolve_entry(uint32_t id, std::string_view& out, std::string& why);
 
   const StringEntry* table_ = nullptr;
-  std::unique_ptr<Checked[]> cache_;  // kStringTableEntries, by id; allocated once
+  // Checked copies by id, allocated once: lens_ (zeroed; 0: not resolved yet) and bytes_
+  // (kStringMaxBytes per id, not zeroed: only the first lens_[id] bytes of an id are read, so
+  // the ~260 KiB are never all touched).
+  std::unique_ptr<uint8_t[]> lens_;
+  std::unique_ptr<char[]> bytes_;
   uint32_t resolved_ = 0;
 };
 

@@ -457,12 +457,13 @@ class Follower {
       }
     }
     rows_ = ClickHouseRows(host_, session_);
+    carry_.reset();
     if (st && st->offset > file_header_->size()) {
       // Replay what was delivered, for the anchors, thread names and ordinals later rows need.
       TraceInput in = TraceInput::open(path_);
       in.set_limit(st->offset);
       rows_.set_quiet(true);
-      read_binary_trace(in, rows_);
+      read_binary_trace(in, rows_, nullptr, &carry_);
       rows_.set_quiet(false);
       pos_ = acked_ = st->offset;
       last_ = {st->last_block_offset, st->last_block_header};
@@ -501,7 +502,7 @@ class Follower {
     if (block_payload_crc(mem.data() + at, h.payload_bytes) != h.payload_crc) return Read::kNone;
     // The block alone behind the file header: the reader checks every event of it.
     TraceInput in = TraceInput::memory(std::move(mem), path_);
-    const ReadResult r = read_binary_trace(in, rows_);
+    const ReadResult r = read_binary_trace(in, rows_, nullptr, &carry_);
     if (r.status != ReadResult::Status::kComplete)
       throw Error(ErrorCode::kCorruptFile,
                   path_ + ": the block at byte " + std::to_string(pos_) + ": " + r.message, 0,
@@ -594,6 +595,7 @@ class Follower {
   Shipper& shipper_;
   const std::string state_path_;
   ClickHouseRows rows_;
+  BinaryCarry carry_;  // the file's string definitions, across blocks read one by one
   FileExport f_;
   Snapshot before_;
   int fd_ = -1;

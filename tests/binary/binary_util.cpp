@@ -1,5 +1,8 @@
 #include "binary_util.h"
 
+#include <spanring/packed_attrs.h>
+
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -67,6 +70,154 @@ void TraceBuilder::unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t
 }
 void TraceBuilder::undescribed(uint32_t pid, uint32_t tid, uint32_t count) {
   add(UndescribedEvent{pid, tid, count}, &Sink::undescribed);
+}
+
+void TraceBuilder::string(uint16_t id, std::string_view bytes) {
+  len_ += sink_.string(room(), id, bytes);
+}
+
+void TraceBuilder::run(uint32_t pid, uint32_t tid, uint64_t first_seq, const std::string& slots,
+                       const std::vector<RecordCopy>& decoded) {
+  if (!open_) begin_block();
+  const size_t need = sink_.run_header_bytes() + slots.size();
+  if (buf_.size() - len_ < need) {
+    end_block();
+    begin_block();
+  }
+  char* out = buf_.data() + len_;
+  const size_t h = sink_.begin_run(out, pid, tid, first_seq);
+  std::memcpy(out + h, slots.data(), slots.size());
+  sink_.end_run(out, static_cast<uint32_t>(slots.size() / kSlotBytes),
+                static_cast<uint32_t>(decoded.size()));
+  len_ += h + slots.size();
+  for (const RecordCopy& r : decoded) {
+    char line[kMaxLineBytes];
+    text.append(line, text_sink_.span(line, SpanEvent::of(pid, tid, r)));
+  }
+}
+
+std::string compact_slot(uint64_t seq, uint64_t ts, uint32_t dur, uint64_t inv, uint64_t hid,
+                         uint8_t depth, uint16_t name_id, uint32_t count, const uint16_t* keys,
+                         const uint32_t* values, uint8_t negative, uint16_t text_id) {
+  CompactRecord c{};
+  c.ts_ns = ts;
+  c.inv = inv;
+  c.hid = hid;
+  c.dur_ns = dur;
+  c.seq_lo = static_cast<uint32_t>(seq);
+  c.slots = 1;
+  c.flags = kRecordCompact;
+  c.name = name_id;
+  c.depth = depth;
+  if (text_id != 0) {
+    c.keys[0] = text_id;
+    c.attrs = kCompactAttrsText;
+  } else {
+    for (uint32_t i = 0; i < count; ++i) {
+      c.keys[i] = keys[i];
+      c.values[i] = values[i];
+    }
+    c.attrs = static_cast<uint8_t>(count | negative << 4);
+  }
+  return std::string(reinterpret_cast<const char*>(&c), sizeof c);
+}
+
+std::string ordinary_slots(uint64_t seq, uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid,
+                           uint32_t depth, std::string_view name, std::string_view attrs,
+                           bool packed) {
+  RecordHeader h{};
+  h.seq = seq;
+  h.ts_ns = ts;
+  h.dur_ns = dur;
+  h.inv = inv;
+  h.hid = hid;
+  h.depth = depth;
+  h.name_len = static_cast<uint16_t>(name.size());
+  h.attrs_len = static_cast<uint16_t>(attrs.size());
+  const uint32_t total = static_cast<uint32_t>(name.size() + attrs.size());
+  h.slots = static_cast<uint16_t>(record_slots(total));
+  h.flags = packed ? kRecordPackedAttrs : 0;
+  std::string payload = std::string(name) + std::string(attrs);
+  std::string out(size_t{h.slots} * kSlotBytes, '\0');
+  const size_t first = std::min<size_t>(payload.size(), kInlinePayloadBytes);
+  std::memcpy(h.payload, payload.data(), first);
+  std::memcpy(out.data(), &h, sizeof h);
+  std::memcpy(out.data() + kSlotBytes, payload.data() + first, payload.size() - first);
+  return out;
+}
+
+TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed) {
+  std::mt19937 rng(seed);
+  TraceBuilder b;
+  const uint32_t pid = 5100;
+  const uint32_t tids[2] = {5100, 5101};
+  uint64_t seq[2] = {};
+  uint64_t ts = 7'000'000'000;
+  // Strings: 1 a name, 2 and 3 keys, 4 an attribute text, 5 a name that needs escapes.
+  const std::string_view strings[] = {"", "chip.run", "slot", "delta", "mode=fast lane=2",
+                                      "odd name%"};
+  for (int blk = 0; blk < blocks; ++blk) {
+    b.begin_block();
+    if (blk == 0) {
+      b.process(pid, pid, ts - 1000, 1'767'225'600'000'000'000, "app");
+      b.thread(pid, tids[0], "main");
+      b.thread(pid, tids[1], "worker");
+      for (uint16_t id = 1; id <= 5; ++id) b.string(id, strings[id]);
+    }
+    const int runs = 3 + static_cast<int>(rng() % 4);
+    for (int r = 0; r < runs; ++r) {
+      const int t = static_cast<int>(rng() % 2);
+      const uint64_t first = seq[t];
+      std::string slots;
+      std::vector<RecordCopy> decoded;
+      const int n = 1 + static_cast<int>(rng() % 12);
+      for (int i = 0; i < n; ++i) {
+        ts += 100 + rng() % 1000;
+        const uint32_t dur = rng() % 5000;
+        const uint64_t s = seq[t]++;
+        switch (rng() % 5) {
+          case 0: {  // compact, two integer attributes, the second negative
+            const uint16_t keys[2] = {2, 3};
+            const uint32_t v = rng() % 1000;
+            const uint32_t values[2] = {v, static_cast<uint32_t>(-7)};
+            slots += compact_slot(s, ts, dur, 1, 0x9f, 2, 1, 2, keys, values, 0x2);
+            decoded.push_back(make_record(s, ts, dur, 1, 0x9f, 2, "chip.run",
+                                          "slot=" + std::to_string(v) + " delta=-7"));
+            break;
+          }
+          case 1:  // compact, attribute text, a name with bytes to escape
+            slots += compact_slot(s, ts, dur, 0, 0, 0, 5, 0, nullptr, nullptr, 0, 4);
+            decoded.push_back(make_record(s, ts, dur, 0, 0, 0, "odd name%", "mode=fast lane=2"));
+            break;
+          case 2: {  // ordinary, plain text attributes over several slots
+            const std::string attrs = "k=" + std::string(40 + rng() % 100, 'v');
+            slots += ordinary_slots(s, ts, dur, 3, 0, 1, "node.submit", attrs);
+            decoded.push_back(make_record(s, ts, dur, 3, 0, 1, "node.submit", attrs));
+            break;
+          }
+          case 3: {  // ordinary, packed integer attributes
+            char packed[64];
+            uint32_t len = pack_token(packed, "big", 3, kPackedUnsigned, 5'000'000'000ull);
+            len += pack_token(packed + len, "neg", 3, kPackedNegative, 42);
+            slots += ordinary_slots(s, ts, dur, 0, 0, 0, "pk", std::string_view(packed, len), true);
+            decoded.push_back(make_record(s, ts, dur, 0, 0, 0, "pk", "big=5000000000 neg=-42"));
+            break;
+          }
+          default:  // compact, no attributes
+            slots += compact_slot(s, ts, dur, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+            decoded.push_back(make_record(s, ts, dur, 0, 0, 0, "chip.run", ""));
+        }
+      }
+      b.run(pid, tids[t], first, slots, decoded);
+      if (rng() % 3 == 0) {
+        const uint64_t k = 1 + rng() % 4;
+        b.drops(pid, tids[t], k, seq[t], seq[t] + k - 1, DropReason::kRingFull);
+        seq[t] += k;
+      }
+    }
+    b.end_block();
+  }
+  return b;
 }
 
 TraceBuilder synthetic_trace(int blocks, uint32_t seed) {

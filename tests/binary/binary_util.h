@@ -35,6 +35,12 @@ class TraceBuilder {
   void unfinished(uint32_t pid, uint32_t tid, uint64_t inv, uint32_t depth, std::string_view name,
                   bool cut, uint64_t ts);
   void undescribed(uint32_t pid, uint32_t tid, uint32_t count);
+  // Version 3: a string definition (event 7), and a run (event 8) of records given as the
+  // ring holds them (`slots`, whole 64-byte slots) whose decoded form the test states itself
+  // (`decoded`, one record each, rendered into `text`).
+  void string(uint16_t id, std::string_view bytes);
+  void run(uint32_t pid, uint32_t tid, uint64_t first_seq, const std::string& slots,
+           const std::vector<spanring::RecordCopy>& decoded);
 
   std::string bytes;  // the binary file
   std::string text;   // the same events as [STRACE] text
@@ -57,6 +63,23 @@ class TraceBuilder {
 
 // A trace with every event kind, spread over `blocks` blocks of a few dozen events each.
 TraceBuilder synthetic_trace(int blocks, uint32_t seed = 1);
+
+// One compact record (segment_layout.h, CompactRecord) as a producer writes it: `count` integer
+// attributes with keys `keys` and values `values` (bit i of `negative`: value i is signed and
+// negative), or (text_id != 0) the attribute text string `text_id`.
+std::string compact_slot(uint64_t seq, uint64_t ts, uint32_t dur, uint64_t inv, uint64_t hid,
+                         uint8_t depth, uint16_t name_id, uint32_t count, const uint16_t* keys,
+                         const uint32_t* values, uint8_t negative, uint16_t text_id = 0);
+// One ordinary record (RecordHeader and its payload slots) with raw `name` and `attrs` bytes;
+// `packed`: the attribute bytes are packed tokens (kRecordPackedAttrs).
+std::string ordinary_slots(uint64_t seq, uint64_t ts, uint64_t dur, uint64_t inv, uint64_t hid,
+                           uint32_t depth, std::string_view name, std::string_view attrs,
+                           bool packed = false);
+
+// A version-3 trace like the drainer writes: string definitions, runs of compact and ordinary
+// (plain and packed) records, drops between them, over `blocks` blocks. `text` is the [STRACE]
+// text of the records as stated by hand (not through the decoder).
+TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed = 1);
 
 // Renders delivered events with TextSink; counts them.
 class TextRenderer final : public spanring::EventVisitor {

@@ -123,7 +123,7 @@ TEST_CASE("every event BinarySink writes reads back and renders exactly as TextS
   const ReadResult res = read_bytes(b.bytes, r, &last);
   INFO(res.message);
   CHECK(res.status == ReadResult::Status::kComplete);
-  CHECK(res.format == "spanring binary trace v2");
+  CHECK(res.format == "spanring binary trace v3");
   CHECK(res.units == 6);
   CHECK(last == 5);
   CHECK(res.good_bytes == b.bytes.size());
@@ -300,12 +300,12 @@ TEST_CASE("corrupt files are refused with what is wrong and the byte offset") {
   }
   SUBCASE("an unknown version") {
     std::string f = b.bytes;
-    f[8] = 3;
+    f[8] = 4;
     TextRenderer r;
     const ReadResult res = read_bytes(f, r);
     CHECK(res.status == ReadResult::Status::kCorrupt);
-    CHECK(contains(res.message, "byte 8: unsupported format version 3 (this spanring reads "
-                                "versions 1..2)"));
+    CHECK(contains(res.message, "byte 8: unsupported format version 4 (this spanring reads "
+                                "versions 1..3)"));
     CHECK(r.events == 0);
   }
   SUBCASE("a huge length with a valid header checksum: over the limit") {
@@ -402,4 +402,145 @@ TEST_CASE("drop reasons max_size and overwritten read from a version-2 file and 
     CHECK(res.format == "spanring binary trace v2");
     CHECK(r.text == b.text);
   }
+}
+
+// ---- version 3: string definitions (event 7) and runs of ring records (event 8)
+
+TEST_CASE("version 3: runs of compact, ordinary and packed records read back as the records they hold") {
+  const TraceBuilder b = synthetic_v3_trace(4, 11);
+  TextRenderer r;
+  const ReadResult res = read_bytes(b.bytes, r);
+  CHECK(res.status == ReadResult::Status::kComplete);
+  CHECK(res.format == "spanring binary trace v3");
+  CHECK(res.notes.empty());
+  REQUIRE(!b.text.empty());
+  CHECK(r.text == b.text);  // the text of each record as stated by hand in synthetic_v3_trace
+  CHECK(contains(r.text, "name=odd%20name%25 ts="));
+  CHECK(contains(r.text, " big=5000000000 neg=-42\n"));
+  CHECK(contains(r.text, " delta=-7\n"));
+}
+
+TEST_CASE("version 3: a record naming an undefined string id, or not decoding, is one counted corrupt drop") {
+  TraceBuilder b;
+  b.begin_block();
+  b.string(1, "defined");
+  const uint16_t keys[1] = {1};
+  const uint32_t values[1] = {5};
+  std::string slots = compact_slot(0, 100, 1, 0, 0, 0, 1, 1, keys, values, 0);
+  slots += compact_slot(1, 200, 1, 0, 0, 0, 9, 0, nullptr, nullptr, 0);     // id 9: undefined
+  slots += ordinary_slots(2, 300, 1, 0, 0, 0, std::string("n\0l", 3), "");  // NUL in a name
+  char bad_packed[2] = {static_cast<char>(0x7f), 0};                           // unknown kind
+  slots += ordinary_slots(3, 400, 1, 0, 0, 0, "p", std::string_view(bad_packed, 2), true);
+  slots += compact_slot(4, 500, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+  b.run(7, 8, 0, slots, std::vector<RecordCopy>(5));  // 5 records (b.text is not used)
+  b.end_block();
+  TextRenderer r;
+  const ReadResult res = read_bytes(b.bytes, r);
+  CHECK(res.status == ReadResult::Status::kComplete);
+  CHECK(r.text ==
+        "[mono_ns=101][T0x8][TIMING] emit_host_span: [STRACE] v=1 pid=7 tid=8 inv=0 hid=0 "
+        "depth=0 name=defined ts=100 dur=1 defined=5\n"
+        "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=1 last_seq=1 reason=corrupt\n"
+        "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=2 last_seq=2 reason=corrupt\n"
+        "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=3 last_seq=3 reason=corrupt\n"
+        "[mono_ns=501][T0x8][TIMING] emit_host_span: [STRACE] v=1 pid=7 tid=8 inv=0 hid=0 "
+        "depth=0 name=defined ts=500 dur=1 \n");
+  REQUIRE(res.notes.size() == 1);
+  CHECK(contains(res.notes[0], "3 records of runs could not be decoded"));
+  CHECK(contains(res.notes[0], "string id 9 is not defined"));
+}
+
+TEST_CASE("version 3: a run whose framing is wrong is a malformed event, and events 7 and 8 need version 3") {
+  auto one_run = [](const std::string& slots, uint32_t records, uint64_t first_seq = 0) {
+    TraceBuilder b;
+    b.begin_block();
+    b.string(1, "s");
+    b.run(7, 8, first_seq, slots, {});
+    b.end_block();
+    // end_run was told 0 records: write the count asked for into the run body.
+    const size_t run_at = kFileHeaderBytes + kBlockHeaderBytes + sizeof(EventHeader) +
+                          sizeof(StringBody) + 1 + sizeof(EventHeader);
+    std::string f = b.bytes;
+    std::memcpy(f.data() + run_at + offsetof(RunBody, records), &records, sizeof records);
+    fix_crcs(f);
+    return f;
+  };
+  const std::string good = compact_slot(0, 1, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+  {
+    TextRenderer r;
+    CHECK(read_bytes(one_run(good, 1), r).status == ReadResult::Status::kComplete);
+    CHECK(r.events == 1);
+  }
+  struct Case {
+    const char* what;
+    std::string file;
+    const char* says;
+  };
+  std::string tsc = good;
+  const uint16_t tsc_flags = kRecordCompact | kRecordTsc;
+  std::memcpy(tsc.data() + offsetof(CompactRecord, flags), &tsc_flags, 2);
+  const Case cases[] = {
+      {"no records", one_run(good, 0), "claims 0 records"},
+      {"more records than slots", one_run(good, 2), "claims 2 records"},
+      {"fewer records than the slots hold", one_run(good + good, 1), "holds 1 records in 1 slots"},
+      {"a compact record's sequence", one_run(good, 1, 5), "has sequence low bits 0, expected 5"},
+      {"a TSC time left in a run", one_run(tsc, 1), "bad flags 20"},
+      {"an ordinary record past the run",
+       one_run(ordinary_slots(0, 1, 1, 0, 0, 0, "n", std::string(30, 'a')).substr(0, 64), 1),
+       "claims 2 slots (1 published)"},
+      {"an ordinary record's sequence", one_run(ordinary_slots(3, 1, 1, 0, 0, 0, "n", ""), 1),
+       "has sequence 3 (its place says 0)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    TextRenderer r;
+    const ReadResult res = read_bytes(c.file, r);
+    CHECK(res.status == ReadResult::Status::kCorrupt);
+    CHECK_MESSAGE(contains(res.message, c.says), res.message);
+    CHECK(r.events == 0);  // nothing of the bad block
+  }
+  std::string v2 = one_run(good, 1);
+  v2[8] = 2;
+  TextRenderer r;
+  const ReadResult res = read_bytes(v2, r);
+  CHECK(res.status == ReadResult::Status::kCorrupt);
+  CHECK(contains(res.message, "string event in a version 2 file"));
+}
+
+TEST_CASE("version 3: every 7th byte flipped and every 13th cut, with and without repaired checksums: refused or read, damage counted, never a crash") {
+  const TraceBuilder b = synthetic_v3_trace(3, 5);
+  TextRenderer whole;
+  REQUIRE(read_bytes(b.bytes, whole).status == ReadResult::Status::kComplete);
+  uint64_t refused = 0, read_whole = 0, damaged = 0;
+  for (size_t at = 0; at < b.bytes.size(); at += 7) {
+    for (bool repair : {false, true}) {
+      std::string f = b.bytes;
+      f[at] = static_cast<char>(f[at] ^ 0x5a);
+      if (repair) fix_crcs(f);
+      TextRenderer r;
+      const ReadResult res = read_bytes(f, r);
+      CAPTURE(at);
+      CAPTURE(repair);
+      if (res.status == ReadResult::Status::kComplete) {
+        ++read_whole;
+        if (!res.notes.empty()) ++damaged;
+      } else {
+        ++refused;
+        CHECK(!res.message.empty());
+        CHECK(res.good_bytes <= f.size());
+      }
+      if (!repair && at >= kFileHeaderBytes)  // a checksum covers every block byte
+        CHECK(res.status != ReadResult::Status::kComplete);
+    }
+  }
+  for (size_t cut = 0; cut < b.bytes.size(); cut += 13) {
+    TextRenderer r;
+    const ReadResult res = read_bytes(b.bytes.substr(0, cut), r);
+    CHECK(res.status != ReadResult::Status::kCorrupt);
+    CHECK(whole.text.compare(0, r.text.size(), r.text) == 0);  // a prefix of the whole
+  }
+  MESSAGE("v3 flips: ", refused, " refused, ", read_whole, " read (", damaged,
+          " with damage counted)");
+  CHECK(refused > 0);
+  CHECK(damaged > 0);  // a repaired flip in a string id or a packed token reads as a counted drop
 }

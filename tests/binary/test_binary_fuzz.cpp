@@ -138,18 +138,25 @@ TEST_CASE("random mutations of binary and text traces never crash a reader") {
   std::mt19937_64 rng(seed);
   const TraceBuilder base = synthetic_trace(6, static_cast<uint32_t>(seed));
   REQUIRE(base.bytes.size() < 64 * 1024);
+  // Version 3: string definitions and runs of ring records (compact, ordinary, packed).
+  const TraceBuilder base3 = synthetic_v3_trace(4, static_cast<uint32_t>(seed));
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(fuzz_seconds());
   uint64_t runs = 0;
   uint64_t parsed_events = 0;  // how often the mutated binary still had readable blocks
   while (std::chrono::steady_clock::now() < deadline || runs < 50) {
-    const int kind = static_cast<int>(rng() % 10);
+    const int kind = static_cast<int>(rng() % 14);
     std::string input;
     if (kind < 4) {
       input = mutate(base.bytes, rng);  // checksums catch it: the block-level checks
     } else if (kind < 8) {
       input = mutate(base.bytes, rng);
       fix_crcs(input);  // checksums repaired: the event parser sees the damage
+    } else if (kind < 10) {
+      input = mutate(base3.bytes, rng);
+    } else if (kind < 12) {
+      input = mutate(base3.bytes, rng);
+      fix_crcs(input);  // the run walker and the record decoder see the damage
     } else {
       input = mutate(base.text, rng);  // the strict text reader
     }

@@ -5,6 +5,8 @@
 // into a second file (`--also-strace`), so the converted binary can be compared byte for byte
 // with text the drainer wrote from the same records, not from a second run.
 #include "binary_util.h"
+#include "format/binary_format.h"
+#include "src/string_table.h"
 #include "mp_util.h"
 #include "tools/chrome_json.h"
 #include "tools/convert.h"
@@ -15,7 +17,12 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -72,9 +79,243 @@ std::map<std::string, uint64_t> expected_counts(const std::string& path) {
   return want;
 }
 
+// How many events of each type (format/binary_format.h) the blocks of a binary trace hold;
+// walks the framing only (the reader checks the rest).
+std::map<int, uint64_t> event_types(const std::string& bytes) {
+  std::map<int, uint64_t> n;
+  size_t at = spanring::kFileHeaderBytes;
+  while (at + spanring::kBlockHeaderBytes <= bytes.size()) {
+    spanring::BlockHeader bh;
+    std::memcpy(&bh, bytes.data() + at, sizeof bh);
+    size_t e = at + sizeof bh;
+    const size_t end = e + bh.payload_bytes;
+    if (end > bytes.size()) break;
+    while (e + sizeof(spanring::EventHeader) <= end) {
+      spanring::EventHeader eh;
+      std::memcpy(&eh, bytes.data() + e, sizeof eh);
+      ++n[eh.type];
+      e += sizeof eh + eh.body_bytes;
+    }
+    at = end;
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_SUITE("binary") {
+
+TEST_CASE("corrupt string ids and string table entries while draining binary: each record one counted drop, a bad frame a quarantine, the file readable") {
+  // The victim thread of kinds_emitter writes 50 compact spans, then pauses; this test writes
+  // into its ring as a hostile process would: compact records naming an empty table entry, an
+  // entry whose bytes no longer match its hash, and a key id past the table, then a good one,
+  // then one whose sequence number does not follow (ring corruption).
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string emitter = exe_from_env("KINDS_EMITTER");
+  TempDir tmp;
+  const std::string binary = tmp.file("victim.sptrace");
+  const std::string dir = tmp.file("");
+  RunResult run;
+  std::thread runner([&] {
+    run = spanring_run(binary, {"--format", "binary"},
+                       {emitter, "--seed", "3", "--count", "200", "--threads", "1", "--victim",
+                        dir},
+                       60);
+  });
+  std::string ready;
+  for (int i = 0; i < 4000 && !std::filesystem::exists(dir + "/ready"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ready = read_file(dir + "/ready");
+  std::string segment_name;
+  uint32_t tid = 0;
+  {
+    std::istringstream in(ready);
+    in >> segment_name >> tid;
+  }
+  bool wrote = false;
+  if (!segment_name.empty() && tid != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // phase 1 drained
+    spanring::Segment seg = spanring::Segment::open(segment_name);
+    uint32_t index = UINT32_MAX;
+    for (uint32_t i = 0; i < seg.ring_count(); ++i)
+      if (seg.ring(i).owner_tid == tid &&
+          seg.ring(i).state.load(std::memory_order_acquire) == spanring::kRingActive)
+        index = i;
+    if (index != UINT32_MAX) {
+      using namespace spanring;
+      RingHeader& r = seg.ring(index);
+      StringEntry* table = seg.view().strings();
+      const uint16_t victim_id = intern(table, "k.victim", 8, nullptr);  // the victim's own
+      const uint16_t key_id = intern(table, "v", 1, nullptr);
+      const uint16_t bad_id = intern(table, "k.corrupted", 11, nullptr);
+      table[bad_id].bytes[0] = 'X';  // its hash no longer matches
+      uint16_t empty_id = 0;
+      for (uint16_t id = 4095; id > 0 && empty_id == 0; --id)
+        if (table[id].state.load(std::memory_order_acquire) == kStringEmpty) empty_id = id;
+      const uint64_t head = r.head.load(std::memory_order_acquire);
+      auto compact = [&](uint32_t seq_lo, uint16_t name, uint16_t key) {
+        CompactRecord c{};
+        c.ts_ns = 123456789;
+        c.dur_ns = 5;
+        c.seq_lo = seq_lo;
+        c.slots = 1;
+        c.flags = kRecordCompact;
+        c.name = name;
+        c.keys[0] = key;
+        c.values[0] = 77;
+        c.attrs = 1;
+        return c;
+      };
+      const CompactRecord recs[] = {compact(50, empty_id, key_id), compact(51, bad_id, key_id),
+                                    compact(52, victim_id, 0xffff), compact(53, victim_id, key_id),
+                                    compact(99, victim_id, key_id)};
+      const uint64_t mask = seg.ring_capacity() - 1;
+      for (uint64_t k = 0; k < 5; ++k)
+        std::memcpy(seg.ring_slots(index) + ((head + k) & mask) * kSlotBytes, &recs[k],
+                    sizeof recs[k]);
+      r.head.store(head + 5, std::memory_order_release);
+      wrote = victim_id != 0 && key_id != 0 && bad_id != 0 && empty_id != 0;
+    }
+  }
+  { std::ofstream go(dir + "/go"); }
+  runner.join();
+  INFO("spanring run: ", run.describe());
+  REQUIRE(wrote);
+  REQUIRE(run.exit_code == 0);
+  CHECK(contains(run.err, "a record is dropped as corrupt"));
+  CHECK(contains(run.err, "quarantined: compact record at slot"));
+  const RunResult conv = run_process({spanring, "convert", binary, "--to", "strace"});
+  INFO("convert: ", conv.describe());
+  REQUIRE(conv.exit_code == 0);
+  CHECK(conv.err.empty());
+  const std::string t = std::to_string(tid);
+  for (const char* seq : {"50", "51", "52"})
+    CHECK_MESSAGE(contains(conv.out, "tid=" + t + " dropped=1 first_seq=" + seq + " last_seq=" +
+                                         seq + " reason=corrupt\n"),
+                  "no corrupt drop for seq ", seq);
+  size_t victims = 0;
+  for (size_t at = 0; (at = conv.out.find("tid=" + t + " inv=0 hid=0 depth=0 name=k.victim ", at)) !=
+                      std::string::npos;
+       ++at)
+    ++victims;
+  CHECK(victims == 51);  // 50 of its own and the good one written into its ring
+  CHECK(contains(conv.out, "name=k.victim ts=123456789 dur=5 v=77\n"));
+}
+
+// Converts `file` alone; REQUIREs a clean conversion and returns the text.
+std::string convert_alone(const std::string& spanring, const std::string& file) {
+  const RunResult conv = run_process({spanring, "convert", file, "--to", "strace"});
+  INFO("convert ", file, ": ", conv.describe());
+  REQUIRE(conv.exit_code == 0);
+  CHECK(conv.err.empty());  // no damage note: every string its runs name is defined in it
+  return conv.out;
+}
+
+TEST_CASE("rotated binary files and flight-recorder snapshots each define their own strings and convert alone") {
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string emitter = exe_from_env("KINDS_EMITTER");
+  SUBCASE("--rotate") {
+    TempDir tmp;
+    const std::string out = tmp.file("rot.sptrace");
+    const RunResult run = spanring_run(out, {"--format", "binary", "--rotate", "128K:1000"},
+                                       {emitter, "--seed", "5", "--count", "6000", "--threads",
+                                        "2"},
+                                       60);
+    INFO("spanring run: ", run.describe());
+    REQUIRE(run.exit_code == 0);
+    uint32_t files = 0;
+    uint64_t spans = 0;
+    for (uint32_t n = 0;; ++n) {
+      const std::string f = n == 0 ? out : out + "." + std::to_string(n);
+      if (!std::filesystem::exists(f)) break;
+      ++files;
+      CAPTURE(f);
+      const std::map<int, uint64_t> types = event_types(read_file(f));
+      CHECK(types.count(7) == 1);
+      CHECK(types.count(8) == 1);
+      const std::string text = convert_alone(spanring, f);
+      CHECK(!contains(text, "reason=corrupt"));
+      // Its own anchor before its first span (one process): a file reads alone.
+      CHECK(text.find("[CLOCK_ANCHOR] ") < text.find("[STRACE] "));
+      for (size_t at = 0; (at = text.find("[STRACE] ", at)) != std::string::npos; ++at) ++spans;
+    }
+    MESSAGE(files, " rotated files, ", spans, " spans");
+    CHECK(files >= 3);
+    const std::optional<Summary> summary = parse_summary(run.err);
+    REQUIRE(summary.has_value());
+    CHECK(spans == summary->written);
+  }
+  SUBCASE("--flight-recorder") {
+    TempDir tmp;
+    const std::string out = tmp.file("fr.sptrace");
+    // 1 MiB window of 128 KiB blocks: the early blocks, where the strings were first defined,
+    // are pushed out long before the snapshot at exit.
+    const RunResult run = spanring_run(out, {"--format", "binary", "--flight-recorder", "1M",
+                                             "--snapshot-at-exit"},
+                                       {emitter, "--seed", "6", "--count", "20000", "--threads",
+                                        "2"},
+                                       60);
+    INFO("spanring run: ", run.describe());
+    REQUIRE(run.exit_code == 0);
+    const std::string snap = tmp.file("fr.snap-1.sptrace");  // the first snapshot: at exit
+    REQUIRE(std::filesystem::exists(snap));
+    const std::string bytes = read_file(snap);
+    const std::map<int, uint64_t> types = event_types(bytes);
+    CHECK(types.count(7) == 1);
+    CHECK(types.count(8) == 1);
+    const std::string text = convert_alone(spanring, snap);
+    CHECK(contains(text, "reason=overwritten"));  // the window lost its oldest blocks
+    CHECK(!contains(text, "reason=corrupt"));
+    CHECK(contains(text, "name=k.compact4 "));
+  }
+}
+
+TEST_CASE("every record kind, drops and unfinished spans: binary v3 converts to the drainer's own text") {
+  // Small rings and bursts: ring_full drops; invalid markers; compact, packed, text and cut
+  // records; clk=dev; unfinished spans of a process that _exits inside them. The run writes
+  // the binary trace (runs of ring records and string definitions) and, from the same records,
+  // the [STRACE] text (--also-strace); convert must give that text byte for byte.
+  const std::string spanring = exe_from_env("SPANRING_EXE");
+  const std::string emitter = exe_from_env("KINDS_EMITTER");
+  for (const std::string seed : {"1", "7", "42"}) {
+    CAPTURE(seed);
+    TempDir tmp;
+    const std::string binary = tmp.file("kinds.sptrace");
+    const std::string text = tmp.file("kinds.strace");
+    const RunResult run = spanring_run(
+        binary, {"--format", "binary", "--also-strace", text, "--ring-records", "1024"},
+        {emitter, "--seed", seed, "--count", "4000", "--threads", "3", "--burst", "1500",
+         "--unfinished", "1"},
+        60);
+    INFO("spanring run: ", run.describe());
+    REQUIRE(run.exit_code == 0);
+    const std::string bytes = read_file(binary);
+    REQUIRE(bytes.size() > spanring::kFileHeaderBytes);
+    uint32_t version = 0;
+    std::memcpy(&version, bytes.data() + 8, sizeof version);
+    CHECK(version == 3);
+    const std::map<int, uint64_t> types = event_types(bytes);
+    CHECK(types.count(7) == 1);  // string definitions
+    CHECK(types.count(8) == 1);  // runs of ring records
+    const std::string converted = tmp.file("converted.strace");
+    const RunResult conv =
+        run_process({spanring, "convert", binary, "--to", "strace", "-o", converted});
+    INFO("convert: ", conv.describe());
+    REQUIRE(conv.exit_code == 0);
+    CHECK(conv.err.empty());
+    const std::string direct = read_file(text);
+    const std::string via_binary = read_file(converted);
+    REQUIRE(!direct.empty());
+    CHECK_MESSAGE(via_binary == direct, "binary -> strace differs from the direct text at byte ",
+                  std::mismatch(via_binary.begin(), via_binary.end(), direct.begin(),
+                                direct.end()).first - via_binary.begin());
+    // Every kind made it into the text.
+    for (const std::string what : {"name=k.compact4 ", "name=k.packed ", "name=k.five ", "name=k.text ",
+                             "name=k.emit ", "name=k.long ", "clk=dev", "reason=invalid",
+                             "reason=ring_full", "[SPANRING_UNFINISHED]", "%25pc"})
+      CHECK_MESSAGE(contains(direct, what), what);
+  }
+}
 
 TEST_CASE("the demo's binary trace converts to exactly the [STRACE] text of the same records") {
   const DemoRun& d = demo_run();

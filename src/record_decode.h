@@ -1,0 +1,262 @@
+// Decoding one ring record (RecordHeader or CompactRecord, segment_layout.h) into the RecordCopy
+// every output format takes: the one place where the drainer's ring reader (src/ring.h, for the
+// [STRACE] text path and the first record of an owner) and every binary reader (event 8 of
+// format/binary_format.h, a run of ring records copied as they are) turn slots into a record.
+// Both paths going through these functions is what makes `convert` of a version-3 file
+// byte-identical to the text drainer's output.
+//
+// Input is untrusted (shared memory, or a file): every function checks what it reads and says
+// why in `why` on failure (messages start with `where`, e.g. "record at slot 12"). Plain
+// functions over private copies; any thread; no allocation on success.
+#pragma once
+
+#include "src/record_copy.h"
+
+#include <spanring/packed_attrs.h>
+#include <spanring/segment_layout.h>
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace spanring {
+
+// Where a record is, for a message: `prefix` a, then `mid` b when mid is set ("compact record
+// seq " 7 " at slot " 12). Built into text only when a check fails: no cost per record.
+struct RecordWhere {
+  const char* prefix;
+  uint64_t a;
+  const char* mid = nullptr;
+  uint64_t b = 0;
+  std::string str() const {
+    std::string s = prefix + std::to_string(a);
+    if (mid != nullptr) s += mid + std::to_string(b);
+    return s;
+  }
+};
+
+// The framing of an ordinary record header `h` (not kRecordCompact): slot count 1..kMaxRecordSlots
+// and within `avail` slots, lengths within bounds and matching the slot count, known flags with
+// at most one marker bit (a marker carries no payload and no TSC flag, a reentrant marker a count
+// in 1..kReentrantMarkerMax), a span a name, and a sequence number >= `min_seq`. Cheap: a few
+// compares, no payload read.
+inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail, uint64_t min_seq,
+                                 const RecordWhere& where, std::string& why) {
+  if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail) {
+    why = where.str() + " claims " + std::to_string(h.slots) + " slots (" + std::to_string(avail) +
+          " published)";
+    return false;
+  }
+  const bool packed = (h.flags & kRecordPackedAttrs) != 0;
+  if (h.name_len > kNameRawMax || h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
+      (packed && h.attrs_len == 0) ||
+      h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len)) {
+    why = where.str() + " has inconsistent lengths (name " + std::to_string(h.name_len) + ", attrs " +
+          std::to_string(h.attrs_len) + ", slots " + std::to_string(h.slots) + ")";
+    return false;
+  }
+  const uint16_t marker = h.flags & kRecordMarkers;
+  if ((h.flags & ~kRecordFlagsKnown) != 0 || (h.flags & kRecordCompact) != 0 ||
+      (marker & (marker - 1)) != 0 ||
+      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0 || (h.flags & kRecordTsc) != 0)) ||
+      (marker == 0 && h.name_len == 0) ||
+      ((marker & kRecordReentrant) != 0 && (h.dur_ns == 0 || h.dur_ns > kReentrantMarkerMax))) {
+    why = where.str() + " has bad flags " + std::to_string(h.flags);
+    return false;
+  }
+  if (h.seq < min_seq) {
+    why = where.str() + " has sequence " + std::to_string(h.seq) + ", expected at least " +
+          std::to_string(min_seq);
+    return false;
+  }
+  return true;
+}
+
+// Copies the payload of the ordinary record whose header is `out.header` (framing checked): the
+// first kInlinePayloadBytes from the header, the rest from `rest` (the record's following
+// slots, contiguous: `rest` holds (slots - 1) * kSlotBytes bytes).
+inline void copy_ordinary_payload(RecordCopy& out, const std::byte* rest) noexcept {
+  const RecordHeader& h = out.header;
+  const uint32_t total = uint32_t{h.name_len} + h.attrs_len;
+  const uint32_t inline_n = total < kInlinePayloadBytes ? total : kInlinePayloadBytes;
+  std::memcpy(out.payload, h.payload, inline_n);
+  if (total > inline_n) std::memcpy(out.payload + inline_n, rest, total - inline_n);
+}
+
+// Completes an ordinary record whose payload is in `out` (framing checked): a NUL byte inside
+// the name is corruption (the producer measures names with strnlen; attributes may hold one,
+// which the encoder ends them at), and packed attributes (kRecordPackedAttrs) become their text,
+// cut at kAttrsRawMax as the producer would have cut it; flags lose kRecordPackedAttrs.
+inline bool finish_ordinary(RecordCopy& out, const RecordWhere& where, std::string& why) {
+  RecordHeader& h = out.header;
+  if (std::memchr(out.payload, 0, h.name_len) != nullptr) {
+    why = where.str() + " has a NUL byte inside its name";
+    return false;
+  }
+  if ((h.flags & kRecordPackedAttrs) != 0) {
+    char in[kAttrsPackedMax];
+    std::memcpy(in, out.payload + h.name_len, h.attrs_len);
+    const int32_t n = unpack_attrs(in, h.attrs_len, out.payload + h.name_len, kAttrsRawMax);
+    if (n < 0) {
+      why = where.str() + " has malformed packed attributes";
+      return false;
+    }
+    h.attrs_len = static_cast<uint16_t>(n);
+    h.flags = static_cast<uint16_t>(h.flags & ~kRecordPackedAttrs);
+  }
+  return true;
+}
+
+// The framing of a compact record `c` that must carry sequence number `seq`: one slot, flags
+// kRecordCompact with at most kRecordTsc besides (`allow_tsc`), an attribute count in range (0
+// with kCompactAttrsText), and seq_lo the low 32 bits of `seq`.
+inline bool check_compact_frame(const CompactRecord& c, uint64_t seq, bool allow_tsc,
+                                const RecordWhere& where, std::string& why) {
+  const uint32_t count = c.attrs & 0x7u;
+  const bool text = (c.attrs & kCompactAttrsText) != 0;
+  if (c.slots != 1) {
+    why = where.str() + " claims " + std::to_string(c.slots) + " slots";
+    return false;
+  }
+  const uint16_t allowed = allow_tsc ? (kRecordCompact | kRecordTsc) : kRecordCompact;
+  if ((c.flags & ~allowed) != 0 || (c.flags & kRecordCompact) == 0 || count > kCompactAttrs ||
+      (text && count != 0)) {
+    why = where.str() + " has bad flags " + std::to_string(c.flags) + " or attributes byte " +
+          std::to_string(c.attrs);
+    return false;
+  }
+  if (c.seq_lo != static_cast<uint32_t>(seq)) {
+    why = where.str() + " has sequence low bits " + std::to_string(c.seq_lo) + ", expected " +
+          std::to_string(static_cast<uint32_t>(seq)) + " (sequence " + std::to_string(seq) + ")";
+    return false;
+  }
+  return true;
+}
+
+// The string ids a compact record names (framing checked): its name, then its attribute text
+// or its `count` keys. Returns how many (1..1 + kCompactAttrs) are in `ids`.
+inline uint32_t compact_string_ids(const CompactRecord& c, uint16_t (&ids)[1 + kCompactAttrs]) {
+  ids[0] = c.name;
+  if ((c.attrs & kCompactAttrsText) != 0) {
+    ids[1] = c.keys[0];
+    return 2;
+  }
+  const uint32_t count = c.attrs & 0x7u;
+  for (uint32_t i = 0; i < count; ++i) ids[1 + i] = c.keys[i];
+  return 1 + count;
+}
+
+namespace record_decode_detail {
+
+// Appends `key=value` for one compact attribute at `p` and returns the end: the text pack_token
+// and unpack_attrs give for the same attribute (decimal, `-` and the magnitude when negative).
+inline char* put_attr(char* p, std::string_view key, uint32_t value, bool is_signed) noexcept {
+  std::memcpy(p, key.data(), key.size());
+  p += key.size();
+  *p++ = '=';
+  uint32_t magnitude = value;
+  if (is_signed && static_cast<int32_t>(value) < 0) {
+    *p++ = '-';
+    magnitude = 0u - value;  // 2^31 for INT32_MIN: exact in uint32_t
+  }
+  return std::to_chars(p, p + 10, magnitude).ptr;
+}
+
+}  // namespace record_decode_detail
+
+// Decodes the compact record `c` (framing checked) with sequence number `seq` into the ordinary
+// record of the same span: flags kRecordTsc of `c` only, the name resolved, the attribute text
+// resolved or formatted as unpack_attrs formats packed integers (cut at kAttrsRawMax alike).
+// `resolve(id, std::string_view& bytes, std::string& why) -> bool` gives a string's raw bytes
+// (1..kStringMaxBytes). Returns false when an id does not resolve (why says which); out.header
+// then holds seq, ts_ns, dur_ns, depth (what a caller reports of the dropped record).
+template <class Resolve>
+bool decode_compact(const CompactRecord& c, uint64_t seq, Resolve&& resolve, RecordCopy& out,
+                    const RecordWhere& where, std::string& why) {
+  RecordHeader& h = out.header;
+  const uint32_t count = c.attrs & 0x7u;
+  const bool text = (c.attrs & kCompactAttrsText) != 0;
+  h.seq = seq;
+  h.ts_ns = c.ts_ns;
+  h.dur_ns = c.dur_ns;
+  h.inv = c.inv;
+  h.hid = c.hid;
+  h.depth = c.depth;
+  h.name_len = 0;
+  h.attrs_len = 0;
+  h.slots = 1;
+  h.flags = static_cast<uint16_t>(c.flags & kRecordTsc);
+  std::string_view name;
+  if (!resolve(uint32_t{c.name}, name, why)) {
+    why = where.str() + ": name: " + why;
+    return false;
+  }
+  std::memcpy(out.payload, name.data(), name.size());
+  h.name_len = static_cast<uint16_t>(name.size());  // 1..kStringMaxBytes <= kNameRawMax
+  char* const attrs = out.payload + name.size();
+  if (text) {
+    std::string_view t;
+    if (!resolve(uint32_t{c.keys[0]}, t, why)) {
+      why = where.str() + ": attribute text: " + why;
+      return false;
+    }
+    std::memcpy(attrs, t.data(), t.size());
+    h.attrs_len = static_cast<uint16_t>(t.size());
+    return true;
+  }
+  if (count == 0) return true;
+  // Formatted whole (at most kCompactAttrs keys of kStringMaxBytes, `=`, 11 characters of value
+  // and a space each), then cut by the copy.
+  char buf[kCompactAttrs * (kStringMaxBytes + 13)];
+  char* p = buf;
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string_view key;
+    if (!resolve(uint32_t{c.keys[i]}, key, why)) {
+      why = where.str() + ": key " + std::to_string(i) + ": " + why;
+      return false;
+    }
+    if (i != 0) *p++ = ' ';
+    p = record_decode_detail::put_attr(p, key, c.values[i], (c.attrs >> (4 + i) & 1u) != 0);
+  }
+  const auto n = static_cast<uint32_t>(p - buf);
+  const uint32_t kept = n < kAttrsRawMax ? n : kAttrsRawMax;
+  std::memcpy(attrs, buf, kept);
+  h.attrs_len = static_cast<uint16_t>(kept);
+  return true;
+}
+
+// Decodes the `records` records of a run (binary event 8, format/binary_format.h): `slots`
+// holds them as the ring held them, framing checked (the reader's check, or the drainer's own
+// copy), the first with sequence number first_seq. Calls on_span(rec) for each record that
+// decodes and on_corrupt(seq, why) for one that does not (a NUL in its name, malformed packed
+// attributes, a string id `resolve` does not know). The one decoding of runs: the binary reader
+// and the drainer's tee (drain/tee_sink.h) both use it.
+template <class Resolve, class OnSpan, class OnCorrupt>
+void decode_run(const char* slots, uint32_t records, uint64_t first_seq, Resolve&& resolve,
+                RecordCopy& rec, OnSpan&& on_span, OnCorrupt&& on_corrupt) {
+  uint32_t at = 0;
+  std::string why;
+  for (uint32_t i = 0; i < records; ++i) {
+    const uint64_t seq = first_seq + i;
+    std::memcpy(&rec.header, slots + size_t{at} * kSlotBytes, sizeof rec.header);
+    const RecordWhere where{"run record ", i, " at slot ", at};
+    bool ok;
+    if ((rec.header.flags & kRecordCompact) != 0) {
+      CompactRecord c;
+      std::memcpy(&c, &rec.header, sizeof c);
+      at += 1;
+      ok = decode_compact(c, seq, resolve, rec, where, why);
+    } else {
+      at += rec.header.slots;
+      copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slots) +
+                                     (size_t{at} - rec.header.slots + 1) * kSlotBytes);
+      ok = finish_ordinary(rec, where, why);
+    }
+    if (ok) on_span(static_cast<const RecordCopy&>(rec));
+    else on_corrupt(seq, why);
+  }
+}
+
+}  // namespace spanring
