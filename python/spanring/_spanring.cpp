@@ -265,6 +265,14 @@ struct SpanObject {
 SpanObject* g_free_spans = nullptr;
 int g_free_count = 0;
 
+// For the tests (_spanring._set_by_id, _spanring._path_counts): whether spans may be recorded by
+// id (false: every span takes the Span path, as before the id path existed), and how many took
+// each path in this process (by_id_text: by id, ended as an ordinary record). GIL-guarded.
+bool g_by_id = true;
+unsigned long long g_count_by_span = 0;
+unsigned long long g_count_by_id = 0;
+unsigned long long g_count_by_id_text = 0;
+
 extern PyTypeObject SpanType;
 extern PyTypeObject NoopSpanType;
 extern PyTypeObject ProducerType;
@@ -437,8 +445,10 @@ void end_span(SpanObject* self) {
     if (mode == kById) {
       if (!spanring::detail::id_span_end_compact(self->id, self->cvalues, self->key_ids,
                                                  static_cast<uint32_t>(self->nattrs),
-                                                 self->negative))
+                                                 self->negative)) {
+        ++g_count_by_id_text;
         end_by_text(self);
+      }
       return;
     }
     self->span().~Span();
@@ -478,10 +488,12 @@ PyObject* Span_enter(SpanObject* self, PyObject*) {
   }
   if (!t_named) name_thread();
   self->thread = PyThread_get_thread_ident();
-  if (__builtin_expect(spanring::enabled() && resolve_ids(self), 1)) {
+  if (__builtin_expect(g_by_id && spanring::enabled() && resolve_ids(self), 1)) {
     spanring::detail::id_span_begin(self->id, self->id.name_id);
     self->mode = kById;
+    ++g_count_by_id;
   } else {
+    ++g_count_by_span;
     build_full_name(self);
     spanring::Span* s = new (self->storage) spanring::Span(self->full_name);
     for (Py_ssize_t i = 0; i < self->nattrs; ++i) {
@@ -874,9 +886,25 @@ PyObject* mod_set_decorator(PyObject*, PyObject* f) {
   Py_RETURN_NONE;
 }
 
+PyObject* mod_set_by_id(PyObject*, PyObject* flag) {
+  const int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  g_by_id = on != 0;
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_path_counts(PyObject*, PyObject*) {
+  return Py_BuildValue("{sKsKsK}", "by_span", g_count_by_span, "by_id", g_count_by_id,
+                       "by_id_text", g_count_by_id_text);
+}
+
 PyMethodDef module_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS,
      "now_ns() -> int: CLOCK_MONOTONIC in ns, the clock of every span's ts."},
+    {"_set_by_id", mod_set_by_id, METH_O,
+     "Internal, for tests: False records every span through the Span path (no ids)."},
+    {"_path_counts", mod_path_counts, METH_NOARGS,
+     "Internal, for tests: spans this process recorded by Span, by id, and by id ended as text."},
     {"_set_decorator", mod_set_decorator, METH_O, "Internal: the span decorator's builder."},
     {nullptr, nullptr, 0, nullptr}};
 
