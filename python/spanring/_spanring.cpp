@@ -255,6 +255,9 @@ struct SpanObject {
   uint32_t cvalues[spanring::kCompactAttrs];
   spanring::detail::IdSpan id;
   PyObject* inline_values[kInlineAttrs];
+  // Freed BoundObjects of this span's __enter__ (0) and __exit__ (1), kept for the next `with`
+  // (see BoundObject); nullptr: none kept. Owned by the span; they stay with it on the free list.
+  struct BoundObject* bound[2];
   char full_name[kNameBuf + 1];  // prefix + name, NUL-terminated; read by the Span until it ends
   alignas(spanring::Span) unsigned char storage[sizeof(spanring::Span)];
 
@@ -459,6 +462,144 @@ void end_span(SpanObject* self) {
                    self->name);
 }
 
+// The `with` statement looks __enter__ and __exit__ up on the span's type and binds each to the
+// span (CPython's _PyObject_LookupSpecial): with method descriptors that makes and frees two
+// GC-tracked builtin-method objects per `with`, about a third of a traced span's instructions.
+// The type's __enter__ and __exit__ are instead SpanMethod descriptors (installed over the
+// method descriptors at import; looked up on the type they return those, so Span.__enter__(s)
+// still works), which bind by handing out a BoundObject: a plain object (no GC: it refers only
+// to its span, which refers to no live BoundObject) that calls Span_enter/Span_exit through
+// vectorcall. When a BoundObject is freed its memory goes back to its span (SpanObject::bound)
+// and the next `with` on that span object, which the free list usually hands out again, takes
+// it: a `with` allocates nothing.
+PyObject* Span_enter(SpanObject* self, PyObject*);
+PyObject* Span_exit(SpanObject* self, PyObject* const*, Py_ssize_t);
+
+struct BoundObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  SpanObject* span;  // strong
+  int which;         // 0: __enter__, 1: __exit__
+};
+
+struct SpanMethodObject {
+  PyObject_HEAD
+  PyObject* method;  // the type's method descriptor this replaces (strong): the unbound method
+  int which;
+};
+
+extern PyTypeObject BoundType;
+
+PyObject* Bound_enter(PyObject* callable, PyObject* const*, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "spanring: __enter__() takes no arguments");
+    return nullptr;
+  }
+  return Span_enter(reinterpret_cast<BoundObject*>(callable)->span, nullptr);
+}
+
+PyObject* Bound_exit(PyObject* callable, PyObject* const* args, size_t nargsf,
+                     PyObject* kwnames) {
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    PyErr_SetString(PyExc_TypeError, "spanring: __exit__() takes no keyword arguments");
+    return nullptr;
+  }
+  return Span_exit(reinterpret_cast<BoundObject*>(callable)->span, args,
+                   PyVectorcall_NARGS(nargsf));
+}
+
+void Bound_dealloc(BoundObject* self) {
+  SpanObject* const span = self->span;
+  if (span->bound[self->which] == nullptr)
+    span->bound[self->which] = self;  // kept for the span's next `with`
+  else
+    PyObject_Free(self);
+  Py_DECREF(reinterpret_cast<PyObject*>(span));
+}
+
+PyObject* Bound_repr(BoundObject* self) {
+  return PyUnicode_FromFormat("<bound method %s of %R>", self->which == 0 ? "__enter__" : "__exit__",
+                              reinterpret_cast<PyObject*>(self->span));
+}
+
+PyTypeObject BoundType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.SpanMethod.bound";
+  t.tp_basicsize = sizeof(BoundObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(Bound_dealloc);
+  t.tp_repr = reinterpret_cast<reprfunc>(Bound_repr);
+  t.tp_vectorcall_offset = offsetof(BoundObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_doc = "__enter__ or __exit__ of one span.";
+  return t;
+}();
+
+// SpanMethod.__get__: on the type, the method descriptor; on a span, its BoundObject.
+PyObject* SpanMethod_get(SpanMethodObject* self, PyObject* obj, PyObject* type) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self->method);
+    return self->method;
+  }
+  // Only a Span binds here (the type has no subclasses); anything else gets the method
+  // descriptor's own answer (a TypeError).
+  if (!Py_IS_TYPE(obj, &SpanType))
+    return Py_TYPE(self->method)->tp_descr_get(self->method, obj, type);
+  SpanObject* const span = reinterpret_cast<SpanObject*>(obj);
+  BoundObject* b = span->bound[self->which];
+  if (b != nullptr) {
+    span->bound[self->which] = nullptr;
+    PyObject_Init(reinterpret_cast<PyObject*>(b), &BoundType);
+  } else {
+    b = PyObject_New(BoundObject, &BoundType);
+    if (b == nullptr) return nullptr;
+    b->which = self->which;
+    b->vectorcall = self->which == 0 ? Bound_enter : Bound_exit;
+  }
+  Py_INCREF(obj);
+  b->span = span;
+  return reinterpret_cast<PyObject*>(b);
+}
+
+void SpanMethod_dealloc(SpanMethodObject* self) {
+  Py_XDECREF(self->method);
+  PyObject_Free(self);
+}
+
+PyTypeObject SpanMethodType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.SpanMethod";
+  t.tp_basicsize = sizeof(SpanMethodObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(SpanMethod_dealloc);
+  t.tp_descr_get = reinterpret_cast<descrgetfunc>(SpanMethod_get);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "Span.__enter__ / Span.__exit__: binds to a span without allocating.";
+  return t;
+}();
+
+// Installs the SpanMethod descriptors over Span's __enter__ and __exit__ (after PyType_Ready).
+int install_span_methods() {
+  static const char* const names[2] = {"__enter__", "__exit__"};
+  for (int which = 0; which < 2; ++which) {
+    PyObject* method = PyDict_GetItemString(SpanType.tp_dict, names[which]);  // borrowed
+    if (method == nullptr) {
+      PyErr_SetString(PyExc_RuntimeError, "spanring: Span has no __enter__/__exit__");
+      return -1;
+    }
+    SpanMethodObject* d = PyObject_New(SpanMethodObject, &SpanMethodType);
+    if (d == nullptr) return -1;
+    Py_INCREF(method);
+    d->method = method;
+    d->which = which;
+    const int r = PyDict_SetItemString(SpanType.tp_dict, names[which],
+                                       reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (r < 0) return -1;
+  }
+  PyType_Modified(&SpanType);
+  return 0;
+}
+
 void Span_dealloc(SpanObject* self) {
   if (self->mode != kClosed) {
     PyObject *type, *value, *tb;
@@ -478,6 +619,7 @@ void Span_dealloc(SpanObject* self) {
     ++g_free_count;
     return;
   }
+  for (BoundObject* b : self->bound) PyObject_Free(b);
   PyObject_Free(self);
 }
 
@@ -643,6 +785,7 @@ PyObject* Producer_span(ProducerObject* self, PyObject* const* args, size_t narg
   } else {
     s = PyObject_New(SpanObject, &SpanType);
     if (s == nullptr) return nullptr;
+    s->bound[0] = s->bound[1] = nullptr;
   }
   s->values = s->inline_values;
   s->nattrs = 0;
@@ -915,8 +1058,10 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "spanring._spanring",
 }  // namespace
 
 PyMODINIT_FUNC PyInit__spanring(void) {
-  for (PyTypeObject* t : {&SpanType, &NoopSpanType, &ProducerType, &InvocationType})
+  for (PyTypeObject* t : {&SpanType, &NoopSpanType, &ProducerType, &InvocationType, &BoundType,
+                          &SpanMethodType})
     if (PyType_Ready(t) < 0) return nullptr;
+  if (install_span_methods() < 0) return nullptr;
   // The one NoopSpan: a static object, never freed (its refcount starts at 1 and only rises and
   // falls around it).
   Py_SET_REFCNT(&g_noop_span, 1);
