@@ -1,9 +1,9 @@
 // spanring._spanring: the CPython extension behind the `spanring` package (docs/python.md).
 //
 // Every call on the hot path is C: Producer.span() (vectorcall with keyword names, no dict),
-// Span.__enter__/__exit__ (method descriptors, METH_NOARGS and METH_FASTCALL), Producer.enabled().
-// Span objects are kept on a small free list (kFreeSpans) instead of being freed, so a `with`
-// usually allocates nothing. A Python span is recorded one of two ways, with the same output:
+// Span.__enter__/__exit__ (C functions, METH_NOARGS and METH_FASTCALL, bound to a span without
+// allocating: SpanMethod, BoundObject), Producer.enabled(). Span objects are kept on a small free
+// list (kFreeSpans) instead of being freed, so a `with` usually allocates nothing. A Python span is recorded one of two ways, with the same output:
 // - by id (the common case): a name seen before from the same str object, with at most
 //   kCompactAttrs attributes whose keys (the call site's keyword-name tuple, seen before) have
 //   ids and whose values are ints in 32 bits. The name's and keys' string ids come from the
