@@ -168,3 +168,36 @@ def test_a_forked_child_records_by_id_under_its_own_pid(traced):
     assert len(child) == 2 and {s["pid"] for s in child} == {r.side["child"]}
     parent = [s for s in r.named("ext.f.step") if s["attr"]["k"] == "1"]
     assert len(parent) == 3 and r.side["child"] not in {s["pid"] for s in parent}
+
+
+def test_enter_and_exit_bind_like_methods(traced):
+    r = traced("""
+        import spanring
+        from spanring import _spanring
+        S = _spanring.Span
+        p = spanring.producer("m")
+        s = p.span("unbound", k=1)
+        S.__enter__(s)
+        S.__exit__(s, None, None, None)      # on the type: the plain method descriptors
+        try:
+            S.__dict__["__enter__"].__get__(5)
+            raise AssertionError("bound to an int")
+        except TypeError:
+            pass
+        enter, exit_ = p.span("kept", k=2).__enter__, p.span("kept", k=3).__exit__
+        assert enter() is not None           # the bound methods keep their spans alive
+        try:
+            enter(1)
+            raise AssertionError("__enter__ took an argument")
+        except TypeError:
+            pass
+        assert exit_(None, None, None) is False
+        for i in range(5):                   # bound objects reused with their span objects
+            with p.span("loop", i=i) as sp:
+                assert sp.__exit__ is not sp.__exit__
+    """)
+    assert [s["attrs"] for s in r.named("ext.m.unbound")] == ["k=1"]
+    # exit_ ends a span that was never entered: nothing; enter() began "kept" k=2, which is
+    # recorded when its span object is freed (at exit), as any span left open.
+    assert [s["attrs"] for s in r.named("ext.m.kept")] == ["k=2"]
+    assert sorted(s["attrs"] for s in r.named("ext.m.loop")) == ["i=%d" % i for i in range(5)]
