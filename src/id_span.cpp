@@ -114,7 +114,11 @@ void id_span_end_text(IdSpan& s, const char* name, uint32_t name_len, const char
                       uint32_t attrs_len) noexcept {
   if (s.active == 0) return;
   s.active = 0;
-  ThreadState& t = *t_self;
+  // id_span_begin found or made the state; only a thread past its key destructor has none, and
+  // then nothing of it may be touched.
+  ThreadState* const self = t_self;
+  if (__builtin_expect(self == nullptr, 0)) return;
+  ThreadState& t = *self;
   t.depth -= 1;
   const uint64_t dur = s.end > s.start ? static_cast<uint64_t>(s.end - s.start) : 0;
   write_span_record(name, name_len < kNameRawMax ? name_len : kNameRawMax, attrs,
