@@ -3,6 +3,7 @@
 //   clock_anchor.cpp  the clock: TSC or CLOCK_MONOTONIC, and the process' clock anchor
 //   span.cpp          the record path: Span, emit, the thread's record write (hot path)
 //   c_api.cpp         the C ABI (include/spanring/spanring.h)
+//   id_span.cpp       spans named by ids their caller interned (the Python package; id_span.h)
 //
 // Everything here is hidden (not exported from libspanring), so calls between the units stay
 // direct calls, never through the PLT.
@@ -73,6 +74,14 @@ inline constexpr uint32_t kNoRingRetry = 1024;
 // the fields are read after the two string lengths are measured, so none of them is held across
 // those calls.
 bool record_any(const spanring_span& s) noexcept;
+
+// One ordinary record of a span begun outside Span (id_span.cpp), through the same checks and
+// guarded write as a Span's ordinary record (emit_checked): `flags` 0 or kRecordTsc (ts and
+// dur in counter ticks); name_len and attrs_len already at most kNameRawMax and kAttrsRawMax,
+// attrs raw text. False when dropped (and counted).
+bool write_span_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                       uint64_t inv, uint64_t hid, uint32_t depth, int64_t ts, int64_t dur,
+                       uint16_t flags) noexcept;
 
 // ---- clock_anchor.cpp
 

@@ -149,6 +149,11 @@ __attribute__((always_inline)) inline bool emit_checked(
 
 }  // namespace
 
+bool write_span_record(const char* name, uint32_t name_len, const char* attrs, uint32_t attrs_len,
+                       uint64_t inv, uint64_t hid, uint32_t depth, int64_t ts, int64_t dur,
+                       uint16_t flags) noexcept {
+  return emit_checked(name, name_len, inv, hid, depth, ts, dur, attrs, attrs_len, flags);
+}
 
 namespace {
 

@@ -1,19 +1,28 @@
 // spanring._spanring: the CPython extension behind the `spanring` package (docs/python.md).
 //
 // Every call on the hot path is C: Producer.span() (vectorcall with keyword names, no dict),
-// Span.__enter__/__exit__, Producer.enabled(). A Python span is a spanring::Span (span.h) built
-// in place inside the Python object, so it shares everything a C++ span has: the thread's ring
-// and depth (a Python span inside a C++ span of the same thread is its child), the TSC clock
-// converted by the drainer, packed integer attributes, the open-span note that reports a killed
-// process' open spans. libspanring is linked as a shared library, so a process that also loads
-// C++ code linked against libspanring holds one copy of the producer (one ring per thread).
+// Span.__enter__/__exit__ (C functions, METH_NOARGS and METH_FASTCALL, bound to a span without
+// allocating: SpanMethod, BoundObject), Producer.enabled(). Span objects are kept on a small free
+// list (kFreeSpans) instead of being freed, so a `with` usually allocates nothing. A Python span is recorded one of two ways, with the same output:
+// - by id (the common case): a name seen before from the same str object, with at most
+//   kCompactAttrs attributes whose keys (the call site's keyword-name tuple, seen before) have
+//   ids and whose values are ints in 32 bits. The name's and keys' string ids come from the
+//   producer's name cache (NameEntry), interned once per attach generation; the span is an
+//   IdSpan (src/id_span.h) and usually one 64-byte CompactRecord;
+// - otherwise a spanring::Span (span.h) built in place inside the Python object, with the name
+//   copied and measured and each attribute added as a C++ caller adds it.
+// Either way it shares everything a C++ span has: the thread's ring and depth (a Python span
+// inside a C++ span of the same thread is its child), the TSC clock converted by the drainer,
+// the open-span note that reports a killed process' open spans. libspanring is linked as a
+// shared library, so a process that also loads C++ code linked against libspanring holds one
+// copy of the producer (one ring per thread).
 //
 // Rejected: ctypes over the C ABI (a ctypes call alone costs more than the whole span), and a
 // pure-Python context-manager class around C calls (two Python frames per span, ~3x the cost).
 //
-// Threading: the GIL serialises every call here. A span is recorded by the thread that entered
-// it; one left on another thread is not recorded (RuntimeWarning), because ending it there would
-// pop another thread's depth.
+// Threading: the GIL serialises every call here (the free list and the name caches are guarded
+// by it). A span is recorded by the thread that entered it; one left on another thread is not
+// recorded (RuntimeWarning), because ending it there would pop another thread's depth.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
@@ -21,6 +30,9 @@
 #include <spanring/segment_layout.h>
 #include <spanring/span.h>
 
+#include "src/id_span.h"
+
+#include <charconv>
 #include <cstring>
 #include <new>
 #include <string_view>
@@ -33,6 +45,13 @@ constexpr Py_ssize_t kInlineAttrs = 6;
 // The name bytes a span keeps: the library reads at most kNameRawMax (65) raw bytes of a name,
 // one past the 64-byte cap so that the drainer knows to cut with `~`.
 constexpr size_t kNameBuf = spanring::kNameRawMax + 1;
+
+// Span objects kept for reuse after they are freed (a `with` makes one and frees it).
+constexpr int kFreeSpans = 16;
+
+// Entries of a producer's name cache (a power of two): the distinct span names a program's
+// hot loop uses are few; a collision only costs the colliding names the Span path.
+constexpr uint32_t kNameCacheBits = 4;
 
 PyObject* g_decorate = nullptr;        // spanring._decorate(producer, name, attrs, func)
 PyObject* g_current_thread = nullptr;  // threading.current_thread
@@ -184,30 +203,78 @@ void add_attr(spanring::Span& s, std::string_view key, PyObject* v) {
 
 // ---- Producer
 
+// One entry of a producer's name cache: the string ids of span name `name` (the full name
+// "ext.<producer>.<name>") and of the keys of keyword-name tuple `kwnames`. Keyed by the objects
+// themselves, held as strong references: a cached object cannot be freed, so no other object can
+// take its address, and a str and a tuple of str never change, so an entry can never give the
+// ids of other bytes. The ids are those of attach generation `name_gen` / `keys_gen`
+// (spanring::detail::attach_generation(), checked on every use: a re-attach, with another
+// string table, interns again; 0: not interned yet). An object is interned the second time it is
+// seen, never the first: the segment's string table is shared and never frees an entry, so a
+// name made anew for every span (an f-string) must not fill it; such names take the Span path.
+struct NameEntry {
+  PyObject* name;      // strong; nullptr: the entry is empty
+  PyObject* kwnames;   // strong; the keyword-name tuple key_ids belongs to, nullptr: none yet
+  uint32_t name_gen;   // generation of name_id; 0: not interned yet
+  uint32_t keys_gen;   // generation of key_ids/keys_ok; 0: not interned yet
+  uint64_t key_ids;    // key i's id in bits 16i..16i+15
+  uint16_t name_id;    // 0: the name cannot be interned (longer than kStringMaxBytes, a NUL
+                       // byte, not UTF-8 encodable, the segment's table full)
+  bool keys_ok;        // every key has an id (and there are at most kCompactAttrs)
+};
+
 struct ProducerObject {
   PyObject_HEAD
   PyObject* name;            // the producer's name (str)
   uint32_t prefix_len;       // bytes of prefix
   char prefix[kNameBuf];     // "ext.<name>.", cut at kNameBuf
+  NameEntry names[1u << kNameCacheBits];  // the name cache, by the name object's address
 };
 
 // ---- Span (recording) and NoopSpan (tracing disabled)
 
+// How an entered span is being recorded.
+enum : uint8_t {
+  kClosed = 0,  // not entered (or ended)
+  kBySpan = 1,  // a spanring::Span in `storage`
+  kById = 2,    // an IdSpan in `id`, attributes in ids/cvalues
+};
+
 struct SpanObject {
   PyObject_HEAD
-  ProducerObject* producer;  // strong
+  ProducerObject* producer;  // strong; on the free list: the next free span
   PyObject* name;            // str, strong
   PyObject* kwnames;         // tuple of keys, strong; nullptr: no attributes
   PyObject** values;         // nattrs strong references: inline_values or a PyMem block
   Py_ssize_t nattrs;
   unsigned long thread;      // PyThread_get_thread_ident() of the thread that entered it
-  bool entered;
+  uint8_t mode;              // kClosed, kBySpan, kById
+  // kById: the attributes as the compact record holds them.
+  uint32_t negative;         // bit i: cvalues[i] is negative (two's complement)
+  uint64_t key_ids;          // key i's string id in bits 16i..
+  uint32_t cvalues[spanring::kCompactAttrs];
+  spanring::detail::IdSpan id;
   PyObject* inline_values[kInlineAttrs];
+  // Freed BoundObjects of this span's __enter__ (0) and __exit__ (1), kept for the next `with`
+  // (see BoundObject); nullptr: none kept. Owned by the span; they stay with it on the free list.
+  struct BoundObject* bound[2];
   char full_name[kNameBuf + 1];  // prefix + name, NUL-terminated; read by the Span until it ends
   alignas(spanring::Span) unsigned char storage[sizeof(spanring::Span)];
 
   spanring::Span& span() { return *std::launder(reinterpret_cast<spanring::Span*>(storage)); }
 };
+
+// Freed span objects for reuse (linked through `producer`); the GIL guards both.
+SpanObject* g_free_spans = nullptr;
+int g_free_count = 0;
+
+// For the tests (_spanring._set_by_id, _spanring._path_counts): whether spans may be recorded by
+// id (false: every span takes the Span path, as before the id path existed), and how many took
+// each path in this process (by_id_text: by id, ended as an ordinary record). GIL-guarded.
+bool g_by_id = true;
+unsigned long long g_count_by_span = 0;
+unsigned long long g_count_by_id = 0;
+unsigned long long g_count_by_id_text = 0;
 
 extern PyTypeObject SpanType;
 extern PyTypeObject NoopSpanType;
@@ -224,11 +291,169 @@ PyTypeObject new_type() {
   return t;
 }  // the one NoopSpan (static, immortal by its refcount)
 
+// The span's full name, "ext.<producer>." + name, into self->full_name: at most kNameBuf bytes
+// (the library reads no more), NUL-terminated. Returns its length.
+uint32_t build_full_name(SpanObject* self) {
+  const ProducerObject* p = self->producer;
+  const uint32_t len = p->prefix_len;
+  std::memcpy(self->full_name, p->prefix, len);
+  PyObject* keep = nullptr;
+  const std::string_view leaf = utf8(self->name, &keep);
+  const size_t n = leaf.size() < kNameBuf - len ? leaf.size() : kNameBuf - len;
+  std::memcpy(self->full_name + len, leaf.data(), n);
+  self->full_name[len + n] = '\0';
+  Py_XDECREF(keep);
+  return static_cast<uint32_t>(len + n);
+}
+
+// The string id of a producer's span name `name` (the full name), 0 when it cannot be interned:
+// longer than kStringMaxBytes, holding a NUL byte (the Span path stops at it), or not UTF-8
+// encodable (lone surrogates: the Span path writes their backslash escapes).
+uint16_t intern_name(const ProducerObject* p, PyObject* name) {
+  Py_ssize_t n = 0;
+  const char* leaf = PyUnicode_AsUTF8AndSize(name, &n);
+  if (leaf == nullptr) {
+    PyErr_Clear();
+    return 0;
+  }
+  const size_t len = p->prefix_len + static_cast<size_t>(n);
+  if (len > spanring::kStringMaxBytes) return 0;
+  char full[spanring::kStringMaxBytes];
+  std::memcpy(full, p->prefix, p->prefix_len);
+  std::memcpy(full + p->prefix_len, leaf, static_cast<size_t>(n));
+  if (std::memchr(full, '\0', len) != nullptr) return 0;
+  return spanring::detail::intern_string(full, static_cast<uint32_t>(len));
+}
+
+// The string ids of the keys of `kwnames` (1..kCompactAttrs identifiers) into *ids (key i in
+// bits 16i..); false when a key has none (longer than kStringMaxBytes, table full).
+bool intern_keys(PyObject* kwnames, uint64_t* ids) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  if (n > static_cast<Py_ssize_t>(spanring::kCompactAttrs)) return false;
+  uint64_t out = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_ssize_t len = 0;
+    const char* key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kwnames, i), &len);
+    if (key == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    const uint16_t id = spanring::detail::intern_string(key, static_cast<uint32_t>(len));
+    if (id == 0) return false;
+    out |= uint64_t{id} << (16 * i);
+  }
+  *ids = out;
+  return true;
+}
+
+// Whether `self` can be recorded by id: its name and keys have ids in its producer's name cache
+// (interned here on the second sight, see NameEntry), at most kCompactAttrs attributes, each an
+// int (not a bool or another subclass: their text is not the integer's) in 32 bits. Fills
+// self->id.name_id, key_ids, cvalues and negative.
+bool resolve_ids(SpanObject* self) {
+  const Py_ssize_t nattrs = self->nattrs;
+  if (nattrs > static_cast<Py_ssize_t>(spanring::kCompactAttrs)) return false;
+  uint32_t negative = 0;
+  for (Py_ssize_t i = 0; i < nattrs; ++i) {
+    PyObject* v = self->values[i];
+    if (!PyLong_CheckExact(v)) return false;
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0 || x < INT32_MIN || x > static_cast<long long>(UINT32_MAX)) return false;
+    self->cvalues[i] = static_cast<uint32_t>(x);
+    negative |= (x < 0 ? 1u : 0u) << i;
+  }
+  self->negative = negative;
+  ProducerObject* const p = self->producer;
+  PyObject* const name = self->name;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(name);
+  NameEntry& e = p->names[(at * 0x9e3779b97f4a7c15ull) >> (64 - kNameCacheBits)];
+  PyObject* const kwnames = self->kwnames;
+  if (__builtin_expect(e.name != name, 0)) {
+    // First sight of this name object here: remember it (and its keys), record by Span.
+    Py_INCREF(name);
+    Py_XSETREF(e.name, name);
+    e.name_gen = 0;
+    e.name_id = 0;
+    if (kwnames != nullptr) {
+      Py_INCREF(kwnames);
+      Py_XSETREF(e.kwnames, kwnames);
+    }
+    e.keys_gen = 0;
+    return false;
+  }
+  const uint32_t generation = spanring::detail::attach_generation();
+  if (__builtin_expect(e.name_gen != generation, 0)) {
+    e.name_id = intern_name(p, name);
+    e.name_gen = generation;
+  }
+  if (e.name_id == 0) return false;
+  self->id.name_id = e.name_id;
+  if (kwnames == nullptr) {
+    self->key_ids = 0;
+    return true;
+  }
+  if (__builtin_expect(e.kwnames != kwnames, 0)) {
+    // First sight of these keyword names with this name: remember them, record by Span.
+    Py_INCREF(kwnames);
+    Py_XSETREF(e.kwnames, kwnames);
+    e.keys_gen = 0;
+    return false;
+  }
+  if (__builtin_expect(e.keys_gen != generation, 0)) {
+    e.keys_ok = intern_keys(kwnames, &e.key_ids);
+    e.keys_gen = generation;
+  }
+  self->key_ids = e.key_ids;
+  return e.keys_ok;
+}
+
+// A span recorded by id that cannot end compact (id_span_end_compact said so): its ordinary
+// record, from the same name and attribute text the Span path would store (integers in decimal,
+// `key=value` tokens separated by one space, cut at kAttrsRawMax).
+void end_by_text(SpanObject* self) {
+  const uint32_t name_len = build_full_name(self);
+  char attrs[spanring::kCompactAttrs * (spanring::kStringMaxBytes + 13)];
+  size_t len = 0;
+  for (Py_ssize_t i = 0; i < self->nattrs; ++i) {
+    Py_ssize_t key_len = 0;
+    // The keys were UTF-8 encoded when they were interned (cached in the str).
+    const char* key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self->kwnames, i), &key_len);
+    if (key == nullptr) {
+      PyErr_Clear();
+      key_len = 0;
+    }
+    if (len != 0) attrs[len++] = ' ';
+    std::memcpy(attrs + len, key, static_cast<size_t>(key_len));
+    len += static_cast<size_t>(key_len);
+    attrs[len++] = '=';
+    const uint32_t v = self->cvalues[i];
+    if ((self->negative >> i & 1) != 0) {
+      attrs[len++] = '-';
+      len = std::to_chars(attrs + len, attrs + sizeof attrs, 0u - v).ptr - attrs;
+    } else {
+      len = std::to_chars(attrs + len, attrs + sizeof attrs, v).ptr - attrs;
+    }
+  }
+  spanring::detail::id_span_end_text(self->id, self->full_name, name_len, attrs,
+                                     static_cast<uint32_t>(len));
+}
+
 // Ends the span recorded in `self` (entered on this thread) or, when entered on another one,
-// drops it with a warning: a Span must end on its own thread (it pops that thread's depth).
+// drops it with a warning: a span must end on its own thread (it pops that thread's depth).
 void end_span(SpanObject* self) {
-  self->entered = false;
+  const uint8_t mode = self->mode;
+  self->mode = kClosed;
   if (self->thread == PyThread_get_thread_ident()) {
+    if (mode == kById) {
+      if (!spanring::detail::id_span_end_compact(self->id, self->cvalues, self->key_ids,
+                                                 static_cast<uint32_t>(self->nattrs),
+                                                 self->negative)) {
+        ++g_count_by_id_text;
+        end_by_text(self);
+      }
+      return;
+    }
     self->span().~Span();
     return;
   }
@@ -237,8 +462,146 @@ void end_span(SpanObject* self) {
                    self->name);
 }
 
+// The `with` statement looks __enter__ and __exit__ up on the span's type and binds each to the
+// span (CPython's _PyObject_LookupSpecial): with method descriptors that makes and frees two
+// GC-tracked builtin-method objects per `with`, about a third of a traced span's instructions.
+// The type's __enter__ and __exit__ are instead SpanMethod descriptors (installed over the
+// method descriptors at import; looked up on the type they return those, so Span.__enter__(s)
+// still works), which bind by handing out a BoundObject: a plain object (no GC: it refers only
+// to its span, which refers to no live BoundObject) that calls Span_enter/Span_exit through
+// vectorcall. When a BoundObject is freed its memory goes back to its span (SpanObject::bound)
+// and the next `with` on that span object, which the free list usually hands out again, takes
+// it: a `with` allocates nothing.
+PyObject* Span_enter(SpanObject* self, PyObject*);
+PyObject* Span_exit(SpanObject* self, PyObject* const*, Py_ssize_t);
+
+struct BoundObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  SpanObject* span;  // strong
+  int which;         // 0: __enter__, 1: __exit__
+};
+
+struct SpanMethodObject {
+  PyObject_HEAD
+  PyObject* method;  // the type's method descriptor this replaces (strong): the unbound method
+  int which;
+};
+
+extern PyTypeObject BoundType;
+
+PyObject* Bound_enter(PyObject* callable, PyObject* const*, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "spanring: __enter__() takes no arguments");
+    return nullptr;
+  }
+  return Span_enter(reinterpret_cast<BoundObject*>(callable)->span, nullptr);
+}
+
+PyObject* Bound_exit(PyObject* callable, PyObject* const* args, size_t nargsf,
+                     PyObject* kwnames) {
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) {
+    PyErr_SetString(PyExc_TypeError, "spanring: __exit__() takes no keyword arguments");
+    return nullptr;
+  }
+  return Span_exit(reinterpret_cast<BoundObject*>(callable)->span, args,
+                   PyVectorcall_NARGS(nargsf));
+}
+
+void Bound_dealloc(BoundObject* self) {
+  SpanObject* const span = self->span;
+  if (span->bound[self->which] == nullptr)
+    span->bound[self->which] = self;  // kept for the span's next `with`
+  else
+    PyObject_Free(self);
+  Py_DECREF(reinterpret_cast<PyObject*>(span));
+}
+
+PyObject* Bound_repr(BoundObject* self) {
+  return PyUnicode_FromFormat("<bound method %s of %R>", self->which == 0 ? "__enter__" : "__exit__",
+                              reinterpret_cast<PyObject*>(self->span));
+}
+
+PyTypeObject BoundType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.SpanMethod.bound";
+  t.tp_basicsize = sizeof(BoundObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(Bound_dealloc);
+  t.tp_repr = reinterpret_cast<reprfunc>(Bound_repr);
+  t.tp_vectorcall_offset = offsetof(BoundObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_doc = "__enter__ or __exit__ of one span.";
+  return t;
+}();
+
+// SpanMethod.__get__: on the type, the method descriptor; on a span, its BoundObject.
+PyObject* SpanMethod_get(SpanMethodObject* self, PyObject* obj, PyObject* type) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self->method);
+    return self->method;
+  }
+  // Only a Span binds here (the type has no subclasses); anything else gets the method
+  // descriptor's own answer (a TypeError).
+  if (!Py_IS_TYPE(obj, &SpanType))
+    return Py_TYPE(self->method)->tp_descr_get(self->method, obj, type);
+  SpanObject* const span = reinterpret_cast<SpanObject*>(obj);
+  BoundObject* b = span->bound[self->which];
+  if (b != nullptr) {
+    span->bound[self->which] = nullptr;
+    PyObject_Init(reinterpret_cast<PyObject*>(b), &BoundType);
+  } else {
+    b = PyObject_New(BoundObject, &BoundType);
+    if (b == nullptr) return nullptr;
+    b->which = self->which;
+    b->vectorcall = self->which == 0 ? Bound_enter : Bound_exit;
+  }
+  Py_INCREF(obj);
+  b->span = span;
+  return reinterpret_cast<PyObject*>(b);
+}
+
+void SpanMethod_dealloc(SpanMethodObject* self) {
+  Py_XDECREF(self->method);
+  PyObject_Free(self);
+}
+
+PyTypeObject SpanMethodType = [] {
+  PyTypeObject t = new_type();
+  t.tp_name = "spanring.SpanMethod";
+  t.tp_basicsize = sizeof(SpanMethodObject);
+  t.tp_dealloc = reinterpret_cast<destructor>(SpanMethod_dealloc);
+  t.tp_descr_get = reinterpret_cast<descrgetfunc>(SpanMethod_get);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "Span.__enter__ / Span.__exit__: binds to a span without allocating.";
+  return t;
+}();
+
+// Installs the SpanMethod descriptors over Span's __enter__ and __exit__ (after PyType_Ready).
+int install_span_methods() {
+  static const char* const names[2] = {"__enter__", "__exit__"};
+  for (int which = 0; which < 2; ++which) {
+    PyObject* method = PyDict_GetItemString(SpanType.tp_dict, names[which]);  // borrowed
+    if (method == nullptr) {
+      PyErr_SetString(PyExc_RuntimeError, "spanring: Span has no __enter__/__exit__");
+      return -1;
+    }
+    SpanMethodObject* d = PyObject_New(SpanMethodObject, &SpanMethodType);
+    if (d == nullptr) return -1;
+    Py_INCREF(method);
+    d->method = method;
+    d->which = which;
+    const int r = PyDict_SetItemString(SpanType.tp_dict, names[which],
+                                       reinterpret_cast<PyObject*>(d));
+    Py_DECREF(d);
+    if (r < 0) return -1;
+  }
+  PyType_Modified(&SpanType);
+  return 0;
+}
+
 void Span_dealloc(SpanObject* self) {
-  if (self->entered) {
+  if (self->mode != kClosed) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     end_span(self);
@@ -250,39 +613,44 @@ void Span_dealloc(SpanObject* self) {
   Py_XDECREF(self->kwnames);
   Py_DECREF(self->name);
   Py_DECREF(reinterpret_cast<PyObject*>(self->producer));
+  if (g_free_count < kFreeSpans) {
+    self->producer = reinterpret_cast<ProducerObject*>(g_free_spans);
+    g_free_spans = self;
+    ++g_free_count;
+    return;
+  }
+  for (BoundObject* b : self->bound) PyObject_Free(b);
   PyObject_Free(self);
 }
 
 PyObject* Span_enter(SpanObject* self, PyObject*) {
-  if (self->entered) {
+  if (self->mode != kClosed) {
     PyErr_SetString(PyExc_RuntimeError, "spanring: this span is already open");
     return nullptr;
   }
   if (!t_named) name_thread();
-  // The full name: "ext.<producer>." + name, at most kNameBuf bytes (the library reads no more).
-  const ProducerObject* p = self->producer;
-  uint32_t len = p->prefix_len;
-  std::memcpy(self->full_name, p->prefix, len);
-  PyObject* keep = nullptr;
-  const std::string_view leaf = utf8(self->name, &keep);
-  const size_t n = leaf.size() < kNameBuf - len ? leaf.size() : kNameBuf - len;
-  std::memcpy(self->full_name + len, leaf.data(), n);
-  self->full_name[len + n] = '\0';
-  Py_XDECREF(keep);
-  spanring::Span* s = new (self->storage) spanring::Span(self->full_name);
-  for (Py_ssize_t i = 0; i < self->nattrs; ++i) {
-    PyObject* kkeep = nullptr;
-    add_attr(*s, utf8(PyTuple_GET_ITEM(self->kwnames, i), &kkeep), self->values[i]);
-    Py_XDECREF(kkeep);
-  }
   self->thread = PyThread_get_thread_ident();
-  self->entered = true;
+  if (__builtin_expect(g_by_id && spanring::enabled() && resolve_ids(self), 1)) {
+    spanring::detail::id_span_begin(self->id, self->id.name_id);
+    self->mode = kById;
+    ++g_count_by_id;
+  } else {
+    ++g_count_by_span;
+    build_full_name(self);
+    spanring::Span* s = new (self->storage) spanring::Span(self->full_name);
+    for (Py_ssize_t i = 0; i < self->nattrs; ++i) {
+      PyObject* kkeep = nullptr;
+      add_attr(*s, utf8(PyTuple_GET_ITEM(self->kwnames, i), &kkeep), self->values[i]);
+      Py_XDECREF(kkeep);
+    }
+    self->mode = kBySpan;
+  }
   Py_INCREF(self);
   return reinterpret_cast<PyObject*>(self);
 }
 
 PyObject* Span_exit(SpanObject* self, PyObject* const*, Py_ssize_t) {
-  if (self->entered) end_span(self);
+  if (self->mode != kClosed) end_span(self);
   if (PyErr_Occurred()) return nullptr;  // the warning was turned into an error
   Py_RETURN_FALSE;
 }
@@ -332,7 +700,7 @@ PyObject* Span_call(SpanObject* self, PyObject* args, PyObject* kwargs) {
 
 PyObject* Span_repr(SpanObject* self) {
   return PyUnicode_FromFormat("<spanring span %U of producer %U%s>", self->name,
-                              self->producer->name, self->entered ? ", open" : "");
+                              self->producer->name, self->mode != kClosed ? ", open" : "");
 }
 
 PyMethodDef span_methods[] = {
@@ -409,11 +777,19 @@ PyObject* Producer_span(ProducerObject* self, PyObject* const* args, size_t narg
     Py_INCREF(&g_noop_span);
     return &g_noop_span;
   }
-  SpanObject* s = PyObject_New(SpanObject, &SpanType);
-  if (s == nullptr) return nullptr;
+  SpanObject* s = g_free_spans;
+  if (s != nullptr) {
+    g_free_spans = reinterpret_cast<SpanObject*>(s->producer);
+    --g_free_count;
+    PyObject_Init(reinterpret_cast<PyObject*>(s), &SpanType);
+  } else {
+    s = PyObject_New(SpanObject, &SpanType);
+    if (s == nullptr) return nullptr;
+    s->bound[0] = s->bound[1] = nullptr;
+  }
   s->values = s->inline_values;
   s->nattrs = 0;
-  s->entered = false;
+  s->mode = kClosed;
   s->thread = 0;
   Py_INCREF(self);
   s->producer = self;
@@ -492,6 +868,10 @@ PyObject* Producer_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 }
 
 void Producer_dealloc(ProducerObject* self) {
+  for (NameEntry& e : self->names) {
+    Py_XDECREF(e.name);
+    Py_XDECREF(e.kwnames);
+  }
   Py_XDECREF(self->name);
   Py_TYPE(self)->tp_free(self);
 }
@@ -649,9 +1029,25 @@ PyObject* mod_set_decorator(PyObject*, PyObject* f) {
   Py_RETURN_NONE;
 }
 
+PyObject* mod_set_by_id(PyObject*, PyObject* flag) {
+  const int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  g_by_id = on != 0;
+  Py_RETURN_NONE;
+}
+
+PyObject* mod_path_counts(PyObject*, PyObject*) {
+  return Py_BuildValue("{sKsKsK}", "by_span", g_count_by_span, "by_id", g_count_by_id,
+                       "by_id_text", g_count_by_id_text);
+}
+
 PyMethodDef module_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS,
      "now_ns() -> int: CLOCK_MONOTONIC in ns, the clock of every span's ts."},
+    {"_set_by_id", mod_set_by_id, METH_O,
+     "Internal, for tests: False records every span through the Span path (no ids)."},
+    {"_path_counts", mod_path_counts, METH_NOARGS,
+     "Internal, for tests: spans this process recorded by Span, by id, and by id ended as text."},
     {"_set_decorator", mod_set_decorator, METH_O, "Internal: the span decorator's builder."},
     {nullptr, nullptr, 0, nullptr}};
 
@@ -662,8 +1058,10 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "spanring._spanring",
 }  // namespace
 
 PyMODINIT_FUNC PyInit__spanring(void) {
-  for (PyTypeObject* t : {&SpanType, &NoopSpanType, &ProducerType, &InvocationType})
+  for (PyTypeObject* t : {&SpanType, &NoopSpanType, &ProducerType, &InvocationType, &BoundType,
+                          &SpanMethodType})
     if (PyType_Ready(t) < 0) return nullptr;
+  if (install_span_methods() < 0) return nullptr;
   // The one NoopSpan: a static object, never freed (its refcount starts at 1 and only rises and
   // falls around it).
   Py_SET_REFCNT(&g_noop_span, 1);
