@@ -565,7 +565,8 @@ void Span::end_at(int64_t end) noexcept {
       uint64_t keys = 0;
       if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1)) {
         // A SPANRING_SPAN span with keys: its site keeps them when it holds none yet.
-        if (site_ != nullptr && count_ != 0) detail::site_fill_keys(*site_, keys_, count_, keys);
+        if (detail::SpanSite* const site = this->site(); site != nullptr && count_ != 0)
+          detail::site_fill_keys(*site, keys_, count_, keys);
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
                                   static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,

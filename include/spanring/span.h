@@ -12,8 +12,9 @@
 //
 // Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
 // TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
-// string ids keyed by a pointer lives in the module that owns the pointer, so a library that is
-// dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a thread claimed
+// string ids lives in the module that owns the strings (a module's table keyed by pointer, or a
+// SPANRING_SPAN call site's static descriptor), so a library that is dlclose'd takes its caches
+// with it. Threads may outlive a dlclose; a ring a thread claimed
 // through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
@@ -522,9 +523,14 @@ class Span {
     tsc_ = true;
     packed_ = true;
     attrs_len_ = 0;
-    inline_ = 1;
     strings_ = &detail::g_module_strings;
-    site_ = site;
+    // A constant at each call: a plain Span stores no site (inline_ 1 says there is none).
+    if (site != nullptr) {
+      inline_ = 2;
+      site_ = site;
+    } else {
+      inline_ = 1;
+    }
     const uint64_t start = detail::read_tsc();
     start_ = static_cast<int64_t>(start);
     RingHeader* const ring = t.ring.shared();
@@ -562,7 +568,7 @@ class Span {
       std::atomic_signal_fence(std::memory_order_seq_cst);
       uint64_t keys = 0;
       bool known = t->ring.compact_allowed();
-      if (count != 0 && known && site_ != nullptr) {
+      if (count != 0 && known && inline_ == 2) {
         // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
         // resolves the keys through the memo and fills an empty site). relaxed generation:
         // see detail::string_id_in.
@@ -630,6 +636,8 @@ class Span {
     return true;
   }
   void unpack() noexcept;
+  // The span's SPANRING_SPAN site, null when it has none.
+  detail::SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
   // (pack_token stores 8 value bytes). count_ 0 or kSpilled: uint8_t(count_ + 1) <= 1.
@@ -652,9 +660,11 @@ class Span {
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
   uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
-  uint8_t inline_;      // 1: begun by begin_inline, so it may end inline (finish)
+  // 1: begun by begin_inline, so it may end inline (finish), site_ unset (no site); 2: the same
+  // with site_ set; 0: begun by begin(), site_ set (null: no site). See site().
+  uint8_t inline_;
   detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
-  detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_; null: none
+  detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
