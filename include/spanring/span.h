@@ -161,6 +161,11 @@ SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept 
 // keys and key_ids as their filler's release published them. A span with another key set at the
 // same site takes the thread's key memo instead (the same output). Attaching again while other
 // threads record is not supported (attach()), so no refill of a later generation overlaps a read.
+// The order matters: the word carrying the generation is read first, with acquire, and the ids
+// it covers after it; read the other way round (ids, then a tag or generation), a reader could
+// pair ids of one fill with the generation of a later one. A forked child whose parent had
+// another thread between its claim and its release keeps the set busy: the child's spans of that
+// site then take the memo until the child attaches again.
 inline constexpr uint64_t kSiteKeysBusy = 0x100;
 struct SpanSite {
   std::atomic<uint64_t> name{0};
