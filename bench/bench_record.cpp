@@ -152,6 +152,27 @@ __attribute__((noinline)) void batch_span_noattr() {
   }
 }
 
+// The same spans through the call-site form (SPANRING_SPAN: the name's and keys' ids kept in
+// a static descriptor of this site).
+__attribute__((noinline)) void batch_span_site() {
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) {
+    const Vals v = vals(n++);
+    SPANRING_SPAN(s, "bench.span16.xyz");
+    s.attr("run_id", v.run_id)
+        .attr("task_slot", v.task_slot)
+        .attr("worker_id", v.worker_id)
+        .attr("dispatch_id", v.dispatch_id);
+  }
+  g_n = n;
+}
+
+__attribute__((noinline)) void batch_span_site_noattr() {
+  for (int i = 0; i < kBatch; ++i) {
+    SPANRING_SPAN(s, "bench.span16.xyz");
+  }
+}
+
 __attribute__((noinline)) void batch_emit() {
   uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i, ++n)
@@ -474,6 +495,10 @@ int main(int argc, char** argv) {
       "CPU", batch_span);
   add("spanring_span_noattr", "spanring::Span, 16-byte name, no attrs (diagnostic)",
       batch_span_noattr);
+  add("spanring_span_site", "SPANRING_SPAN (call-site descriptor), 16-byte name, 4 integer "
+      "attrs", batch_span_site);
+  add("spanring_span_site_noattr", "SPANRING_SPAN, 16-byte name, no attrs (diagnostic)",
+      batch_span_site_noattr);
   add("spanring_emit", "spanring::emit(name, ts, dur, attrs), caller-supplied ts/dur",
       batch_emit);
   add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
@@ -543,6 +568,7 @@ int main(int argc, char** argv) {
   bool segment_made = false;
   std::string drainer_note;
   const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
+                             wants("spanring_span_site") || wants("spanring_span_site_noattr") ||
                              wants("spanring_emit") || wants("spanring_c_emit") ||
                              wants("spanring_simpler");
   if (need_spanring) {

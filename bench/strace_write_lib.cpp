@@ -36,6 +36,7 @@ std::atomic<uint32_t> g_attach_generation{0};
 // No string table: no name or key has an id, so every span goes through begin() and the text
 // attributes, as today's runtimes trace.
 uint16_t string_id_slow(ModuleStrings&, const char*, uint32_t) noexcept { return 0; }
+uint16_t site_name_slow(SpanSite&, const char*, uint32_t) noexcept { return 0; }
 // What span.h's inline record path reads: no thread ever has a state here, so it always calls
 // begin() and end().
 __attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
@@ -137,12 +138,14 @@ Invocation::~Invocation() {
   t.hid = saved_hid_;
 }
 
-void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*) noexcept {
+void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*,
+                 detail::SpanSite*) noexcept {
   LoggerThread& t = t_state;
   name_ = name != nullptr ? name : "";
   packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
   count_ = kSpilled;  // nothing is kept compact: a literal key's integer comes to add_number
   strings_ = nullptr;
+  site_ = nullptr;
   tsc_ = false;
   inline_ = 0;  // never ends inline (finish): end() writes the line
   depth_ = t.depth++;

@@ -325,7 +325,51 @@ uint16_t string_id_slow(ModuleStrings& table, const char* p, uint32_t len) noexc
   return id;
 }
 
+uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept {
+  // acquire: pairs with attach's release of the generation (with the segment's geometry).
+  const uint32_t generation = g_attach_generation.load(std::memory_order_acquire);
+  // relaxed: only compared; the CAS below decides.
+  uint64_t seen = site.name.load(std::memory_order_relaxed);
+  if ((seen >> 32) == generation) return static_cast<uint16_t>(seen);  // filled meanwhile
+  const uint16_t id = intern(g_process.strings, p, len, &g_process.header->strings_full);
+  // release: pairs with site_name_id's acquire, so a thread that finds the id also sees the
+  // entry kStringReady (this thread acquired that in intern), as string_id_slow's words. A CAS
+  // from the word seen: when another thread stored this generation's word first, its id is
+  // the same entry (intern finds equal bytes) and stays; acquire on failure for the same reason.
+  if (site.name.compare_exchange_strong(seen, uint64_t{generation} << 32 | id,
+                                        std::memory_order_release, std::memory_order_acquire) ||
+      (seen >> 32) != generation)
+    return id;
+  return static_cast<uint16_t>(seen);
+}
+
 namespace {
+// Stores the key set of a span of `site` (`keys`: kCompactAttrs pointers, null past `count`,
+// 1..kCompactAttrs; `ids` their ids in the current generation) in the site when the site holds
+// no set of this generation (span.h, SpanSite): claimed with a CAS on keys_tag (busy), the
+// pointers and ids stored, then the tag published with release. A site already holding this
+// generation's set (another span's keys) or being filled by another thread is left alone.
+void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count,
+                    uint64_t ids) noexcept {
+  // acquire: as in site_name_slow.
+  const uint64_t generation = g_attach_generation.load(std::memory_order_acquire);
+  // relaxed: only compared; the CAS decides.
+  uint64_t seen = site.keys_tag.load(std::memory_order_relaxed);
+  if ((seen >> 32) == generation) return;
+  // acquire: the claim is ordered before the stores below as seen by this thread; no reader
+  // reads the set while the tag says busy.
+  if (!site.keys_tag.compare_exchange_strong(seen, generation << 32 | kSiteKeysBusy,
+                                             std::memory_order_acquire,
+                                             std::memory_order_relaxed))
+    return;
+  // relaxed: published by the tag's release below.
+  for (uint32_t i = 0; i < kCompactAttrs; ++i)
+    site.keys[i].store(i < count ? keys[i] : nullptr, std::memory_order_relaxed);
+  site.key_ids.store(ids, std::memory_order_relaxed);
+  // release: a reader that acquires this tag (site_keys_match) sees the pointers and ids above.
+  site.keys_tag.store(generation << 32 | count, std::memory_order_release);
+}
+
 // The calling thread's invocation, hid and depth; zeros when it has no state (a record that
 // then finds no state either is dropped and counted by guarded_write).
 struct Context {
@@ -397,7 +441,8 @@ Invocation::~Invocation() {
 }
 
 void Span::begin(const char* name, size_t name_len, uint16_t name_id,
-                 detail::ModuleStrings* strings) noexcept {
+                 detail::ModuleStrings* strings, detail::SpanSite* site) noexcept {
+  site_ = site;
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
     g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
@@ -523,12 +568,16 @@ void Span::end_at(int64_t end) noexcept {
       // Inside the guard (busy): the thread's key memo is never used by one of its own signal
       // handlers meanwhile (a handler's record is refused before it gets here).
       uint64_t keys = 0;
-      if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1))
+      if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1)) {
+        // A SPANRING_SPAN span with keys: its site keeps them when it holds none yet.
+        if (detail::SpanSite* const site = this->site(); site != nullptr && count_ != 0)
+          detail::site_fill_keys(*site, keys_, count_, keys);
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
                                   static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,
                                   static_cast<uint8_t>(depth_),
                                   static_cast<uint8_t>(count_ | negative_ << 4));
+      }
       // A key without an id, or the first record after a drop (which carries the whole
       // sequence number): ordinary.
       spill();

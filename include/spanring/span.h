@@ -12,8 +12,9 @@
 //
 // Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
 // TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
-// string ids keyed by a pointer lives in the module that owns the pointer, so a library that is
-// dlclose'd takes its cache with it. Threads may outlive a dlclose; a ring a thread claimed
+// string ids lives in the module that owns the strings (a module's table keyed by pointer, or a
+// SPANRING_SPAN call site's static descriptor), so a library that is dlclose'd takes its caches
+// with it. Threads may outlive a dlclose; a ring a thread claimed
 // through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
@@ -39,6 +40,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 // Inlined into the caller whatever the optimizer's size heuristics say: literal detection
 // (`__builtin_constant_p(__builtin_strlen(p))`, see Span) only sees a literal through an
@@ -138,6 +140,85 @@ SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* const* b
 // string_id_in the calling module's table.
 SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
   return string_id_in(g_module_strings, p, len);
+}
+
+// The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
+// static in the caller's function, so it lives in the .bss of the module that holds the call
+// site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
+// no guard variable, no constructor call); shared by every thread that runs the site.
+//
+// `name`: generation << 32 | id, the string id of the site's literal name (0: it cannot be
+// interned) in the string table of attach generation `generation` (g_attach_generation; 0 is
+// never a live generation, so a zero word is empty). Id and generation are one 64-bit word, read
+// with one acquire load, so an id is never paired with another attach's generation.
+//
+// `keys_tag`, `keys`, `key_ids`: the first set of literal keys (pointers, 1..kCompactAttrs of
+// them) a span of this site ended with in generation `keys_tag >> 32`, and their ids (key i in
+// bits 16i..16i+15). `keys_tag` is generation << 32 | count once filled, generation << 32 |
+// kSiteKeysBusy while one thread fills it, 0 empty. The set is filled once per generation
+// (site_fill_keys, a CAS on keys_tag claims it; `keys` past count are null) and never rewritten
+// within that generation: a reader that acquired keys_tag == generation << 32 | count reads
+// keys and key_ids as their filler's release published them. A span with another key set at the
+// same site takes the thread's key memo instead (the same output). Attaching again while other
+// threads record is not supported (attach()), so no refill of a later generation overlaps a read.
+// The order matters: the word carrying the generation is read first, with acquire, and the ids
+// it covers after it; read the other way round (ids, then a tag or generation), a reader could
+// pair ids of one fill with the generation of a later one. A forked child whose parent had
+// another thread between its claim and its release keeps the set busy: the child's spans of that
+// site then take the memo until the child attaches again.
+inline constexpr uint64_t kSiteKeysBusy = 0x100;
+struct SpanSite {
+  std::atomic<uint64_t> name{0};
+  std::atomic<uint64_t> keys_tag{0};
+  std::atomic<const char*> keys[kCompactAttrs]{};
+  std::atomic<uint64_t> key_ids{0};
+};
+static_assert(std::is_standard_layout_v<SpanSite> && std::is_trivially_destructible_v<SpanSite> &&
+              std::atomic<uint64_t>::is_always_lock_free &&
+              std::atomic<const char*>::is_always_lock_free);
+
+// The id of `site`'s literal name `p` (len bytes, 1..kStringMaxBytes) in the current attach
+// generation: interns it and stores generation << 32 | id in site.name (a CAS from the word the
+// caller saw; when another thread filled it first for this generation, its id). 0 when it
+// cannot be interned. Lock-free, no syscall, async-signal-safe.
+uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept;
+
+// The id of `site`'s literal name in the current generation: one acquire load and one compare
+// of the word's generation with g_attach_generation in the common case.
+SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
+                                             uint32_t len) noexcept {
+  // acquire: pairs with site_name_slow's release, so the string entry the id names is seen
+  // ready (as string_id_in's words). relaxed generation: see string_id_in.
+  const uint64_t word = site.name.load(std::memory_order_acquire);
+  if (__builtin_expect((word >> 32) == g_attach_generation.load(std::memory_order_relaxed), 1))
+    return static_cast<uint16_t>(word);
+  return site_name_slow(site, p, len);
+}
+
+// Whether the site's key set, acquired for `generation` with `count` keys, is the span's
+// `keys` (kCompactAttrs pointers, null past its count); `ids` its ids. One acquire load of the
+// tag and one compare (which also says the set is filled, not busy, and has `count` keys), then
+// the key pointers, read after the tag (relaxed: the tag's acquire orders them after their
+// filler's stores; they are never rewritten within a generation).
+SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t generation,
+                                            uint32_t count, const char* const* keys,
+                                            uint64_t& ids) noexcept {
+  static_assert(kCompactAttrs == 4);
+  const bool tag = site.keys_tag.load(std::memory_order_acquire) ==
+                   (uint64_t{generation} << 32 | count);
+  // & rather than &&: one branch for the whole test; the loads below read valid (possibly
+  // empty) words whatever the tag said.
+  const uintptr_t diff =
+      (reinterpret_cast<uintptr_t>(site.keys[0].load(std::memory_order_relaxed)) ^
+       reinterpret_cast<uintptr_t>(keys[0])) |
+      (reinterpret_cast<uintptr_t>(site.keys[1].load(std::memory_order_relaxed)) ^
+       reinterpret_cast<uintptr_t>(keys[1])) |
+      (reinterpret_cast<uintptr_t>(site.keys[2].load(std::memory_order_relaxed)) ^
+       reinterpret_cast<uintptr_t>(keys[2])) |
+      (reinterpret_cast<uintptr_t>(site.keys[3].load(std::memory_order_relaxed)) ^
+       reinterpret_cast<uintptr_t>(keys[3]));
+  ids = site.key_ids.load(std::memory_order_relaxed);
+  return tag & (diff == 0);
 }
 }  // namespace detail
 
@@ -258,14 +339,44 @@ class Span {
         if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
                                  spanring_vfork_child == 0,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id);
+          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, nullptr);
         else
-          begin(name, __builtin_strlen(name), id, &detail::g_module_strings);
+          begin(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
       } else {
         begin(name,
               __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
                                                            : kNameLenUnknown,
-              0, nullptr);
+              0, nullptr, nullptr);
+      }
+    } else {
+      name_ = nullptr;
+    }
+  }
+  // The call-site form, which SPANRING_SPAN writes: `site` is the call site's descriptor (a
+  // function-local static of the caller's function) and `name` the site's literal. The name's
+  // id comes from the site (one compare of its generation, detail::site_name_id) instead of
+  // the module's table, and a span that ends with the site's key set names its keys from the
+  // site instead of the thread's key memo. The output is the same bytes as Span(name)'s. A name
+  // GCC does not see as a literal (-O0, clang) takes Span(name)'s path and leaves the site
+  // alone.
+  SPANRING_ALWAYS_INLINE explicit Span(detail::SpanSite& site, const char* name) noexcept {
+    if (enabled()) {
+      if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
+          __builtin_strlen(name) <= kStringMaxBytes) {
+        const uint16_t id =
+            detail::site_name_id(site, name, static_cast<uint32_t>(__builtin_strlen(name)));
+        detail::ThreadState* const t = detail::t_self;
+        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
+                                 spanring_vfork_child == 0,
+                             1))
+          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, &site);
+        else
+          begin(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
+      } else {
+        begin(name,
+              __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
+                                                           : kNameLenUnknown,
+              0, nullptr, nullptr);
       }
     } else {
       name_ = nullptr;
@@ -392,15 +503,17 @@ class Span {
   // count_ once the attributes are in attrs_ (packed or text): the span is ordinary.
   static constexpr uint8_t kSpilled = 0xff;
   // name_len: strlen of a literal, else kNameLenUnknown; name_id: its string id, 0: none;
-  // strings: the table name_id came from (the caller's module's), null with no id.
+  // strings: the table name_id came from (the caller's module's), null with no id; site: the
+  // SPANRING_SPAN site of a literal name, else null.
   void begin(const char* name, size_t name_len, uint16_t name_id,
-             detail::ModuleStrings* strings) noexcept;
+             detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
   // begin() for a literal name with id `name_id` in this module's table, on thread `t` whose
   // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
   // the span's fields, the counter read and the open-span note (ring->open[depth], then
   // open_depth), which a drainer reports when this process is killed before the span ends.
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
-                                           uint16_t name_len, uint16_t name_id) noexcept {
+                                           uint16_t name_len, uint16_t name_id,
+                                           detail::SpanSite* site) noexcept {
     const uint32_t depth = t.depth;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
@@ -415,8 +528,14 @@ class Span {
     tsc_ = true;
     packed_ = true;
     attrs_len_ = 0;
-    inline_ = 1;
     strings_ = &detail::g_module_strings;
+    // A constant at each call: a plain Span stores no site (inline_ 1 says there is none).
+    if (site != nullptr) {
+      inline_ = 2;
+      site_ = site;
+    } else {
+      inline_ = 1;
+    }
     const uint64_t start = detail::read_tsc();
     start_ = static_cast<int64_t>(start);
     RingHeader* const ring = t.ring.shared();
@@ -454,7 +573,14 @@ class Span {
       std::atomic_signal_fence(std::memory_order_seq_cst);
       uint64_t keys = 0;
       bool known = t->ring.compact_allowed();
-      if (count != 0 && known) {
+      if (count != 0 && known && inline_ == 2) {
+        // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
+        // resolves the keys through the memo and fills an empty site). relaxed generation:
+        // see detail::string_id_in.
+        known = detail::site_keys_match(
+            *site_, detail::g_attach_generation.load(std::memory_order_relaxed), count, keys_,
+            keys);
+      } else if (count != 0 && known) {
         const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
@@ -515,6 +641,8 @@ class Span {
     return true;
   }
   void unpack() noexcept;
+  // The span's SPANRING_SPAN site, null when it has none.
+  detail::SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
   // (pack_token stores 8 value bytes). count_ 0 or kSpilled: uint8_t(count_ + 1) <= 1.
@@ -537,8 +665,11 @@ class Span {
   bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
   bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
   uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
-  uint8_t inline_;      // 1: begun by begin_inline, so it may end inline (finish)
+  // 1: begun by begin_inline, so it may end inline (finish), site_ unset (no site); 2: the same
+  // with site_ set; 0: begun by begin(), site_ set (null: no site). See site().
+  uint8_t inline_;
   detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
+  detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
@@ -590,16 +721,44 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }
 
-// A span that compiles to nothing when SPANRING_COMPILED_OUT is defined.
+// SPANRING_SPAN(var, "name"): declares `spanring::Span var` for the string literal `name`,
+// with a descriptor of this call site (detail::SpanSite) as a function-local static of the
+// enclosing function. The span behaves and records exactly as `spanring::Span var{"name"}` (the
+// same output bytes); it is cheaper because the name's string id and the ids of the literal
+// keys its spans end with are kept in the site, valid for the segment the process is attached
+// to (a fork keeps them; an attach, also in a forked child, resolves them again on the site's
+// next use), instead of being looked up by pointer in the module's table and the thread's key
+// memo. `var` is an identifier (the site is named after it); `name` must be a string literal
+// (anything else does not compile): one site always has one name.
+//
+// Statement form: it expands to two declarations (the static site, then the Span), so use it
+// where a declaration statement may stand, not as the body of an unbraced if/for.
+//
+// Where the site lives: the static belongs to the module (executable or shared library) whose
+// function holds the call, and is unmapped with it; a library dlclose'd and another loaded at
+// its address each use their own sites. In a function that is not inline (the usual case) the
+// static is a local symbol and the library unloads normally. In an inline function or a
+// template, the static of a symbol with default visibility becomes a unique symbol
+// (STB_GNU_UNIQUE) that glibc never unloads, which keeps a plugin loaded after dlclose: build
+// such code with -fvisibility=hidden (or -fvisibility-inlines-hidden), or use Span there.
+//
+// SPANRING_COMPILED_OUT: declares a NullSpan that compiles to nothing.
 #ifdef SPANRING_COMPILED_OUT
 struct NullSpan {
   explicit NullSpan(const char*) noexcept {}
   template <class K, class V>
   NullSpan& attr(K&&, V&&) noexcept { return *this; }
 };
-#define SPANRING_SPAN(var, name) ::spanring::NullSpan var { name }
+#define SPANRING_SPAN(var, name) ::spanring::NullSpan var { "" name }
 #else
-#define SPANRING_SPAN(var, name) ::spanring::Span var { name }
+#if defined(__cpp_constinit)
+#define SPANRING_SITE_CONSTINIT constinit
+#else
+#define SPANRING_SITE_CONSTINIT
+#endif
+#define SPANRING_SPAN(var, name)                                                   \
+  static SPANRING_SITE_CONSTINIT ::spanring::detail::SpanSite spanring_site_##var; \
+  ::spanring::Span var { spanring_site_##var, "" name }
 #endif
 
 }  // namespace spanring

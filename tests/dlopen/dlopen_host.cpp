@@ -7,7 +7,7 @@
 //  2. a keeper plugin linked with libspanring.so stays loaded throughout (so libspanring.so
 //     does too) and records `--spans` spans on the main thread;
 //  3. on a worker thread that lives across every dlclose: plugin A (libspanring.so) records,
-//     is closed; plugin B, built from the same source with other literals of the same lengths,
+//     is closed (and must then be unloaded: dlopen RTLD_NOLOAD finds it no more); plugin B, built from the same source with other literals of the same lengths,
 //     is loaded (at A's address, if the loader reuses it) and records;
 //  4. on a second worker thread: the plugin linked with libspanring.a records, is closed, is
 //     loaded again and records again; the thread exits after both copies are gone (a key
@@ -55,9 +55,16 @@ Plugin load(const std::string& path) {
   return p;
 }
 
-void unload(Plugin& p, const std::string& what) {
+// Closes `p` (loaded from `path`) and says whether it is really gone: dlopen with RTLD_NOLOAD
+// finds a library only while it is still loaded (a unique symbol, STB_GNU_UNIQUE, such as a
+// static of an inline function, would keep it).
+bool unload(Plugin& p, const std::string& path, const std::string& what) {
   if (dlclose(p.handle) != 0) fail("dlclose " + what + ": " + dlerror());
   p = Plugin{};
+  void* still = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (still == nullptr) return true;
+  dlclose(still);
+  return false;
 }
 
 // A thread that runs the jobs it is given, one at a time, and lives until it is stopped.
@@ -158,30 +165,31 @@ int main(int argc, char** argv) {
   Plugin a = load(opt["--plugin-a"]);
   const char* a_name = a.span_name();
   worker.run([&] { a.record(spans); });
-  unload(a, "plugin A");
+  bool unloaded = unload(a, opt["--plugin-a"], "plugin A");
   Plugin b = load(opt["--plugin-b"]);
   const bool same_address = b.span_name() == a_name;
   worker.run([&] { b.record(spans); });
-  unload(b, "plugin B");
+  unloaded &= unload(b, opt["--plugin-b"], "plugin B");
 
   // 4. The static plugin, twice, on a thread that outlives both copies.
   Worker static_worker;
   Plugin s = load(opt["--plugin-static"]);
   const char* s_name = s.span_name();
   static_worker.run([&] { s.record(spans); });
-  unload(s, "the static plugin");
+  unloaded &= unload(s, opt["--plugin-static"], "the static plugin");
   s = load(opt["--plugin-static"]);
   const bool static_same_address = s.span_name() == s_name;
   static_worker.run([&] { s.record(spans); });
-  unload(s, "the static plugin (again)");
+  unloaded &= unload(s, opt["--plugin-static"], "the static plugin (again)");
   static_worker.stop();
   worker.stop();
-  unload(keeper, "the keeper");
+  unload(keeper, opt["--keeper"], "the keeper");
 
   std::ofstream out(opt["--out"], std::ios::app);
   out << "{\"pid\":" << getpid() << ",\"fillers\":" << filled << ",\"freed\":" << free_copies
       << ",\"refusal\":\"" << (refusal.find('"') == std::string::npos ? refusal : "?")
       << "\",\"spans\":" << spans << ",\"same_address\":" << (same_address ? "true" : "false")
-      << ",\"static_same_address\":" << (static_same_address ? "true" : "false") << "}\n";
+      << ",\"static_same_address\":" << (static_same_address ? "true" : "false")
+      << ",\"unloaded\":" << (unloaded ? "true" : "false") << "}\n";
   return out ? 0 : 1;
 }

@@ -13,8 +13,9 @@
 //    source has no vDSO path, no tracer could avoid the syscall, and the program exits 77
 //    (the test is then skipped, as a test the machine cannot run).
 // 4. With --call-getpid: syscall(SYS_getpid) once (the negative control: must be counted).
-// 5. Emits N spans (default 100,000), alternating the RAII Span with 4 integer attributes and
-//    the C ABI's spanring_emit, then exit_group(trapped == 0 ? 0 : 1) directly.
+// 5. Emits N spans (default 100,000), alternating the RAII Span with 4 integer attributes (every
+//    other one through SPANRING_SPAN, whose call site is first used here) and the C ABI's
+//    spanring_emit, then exit_group(trapped == 0 ? 0 : 1) directly.
 // Between 2 and the exit nothing else runs: no stdio, no allocation, no locks. The report
 // page (MAP_SHARED) is plain memory, so writing it is no syscall; it tells the test how many
 // syscalls were trapped and the number of the first one.
@@ -181,8 +182,13 @@ int main(int argc, char** argv) {
 
   char attrs[32];
   for (uint64_t i = 0; i < count; ++i) {
-    if (i % 2 == 0) {
+    if (i % 4 == 0) {
       spanring::Span span{"nosys.span"};
+      span.attr("a", i).attr("b", i * 2).attr("c", i * 3).attr("d", i ^ 0x55u);
+    } else if (i % 4 == 2) {
+      // The same span through SPANRING_SPAN: its site is first used (the name interned, the key
+      // set stored) under the filter.
+      SPANRING_SPAN(span, "nosys.span");
       span.attr("a", i).attr("b", i * 2).attr("c", i * 3).attr("d", i ^ 0x55u);
     } else if (spanring_enabled() != 0) {  // as C ABI callers do before building a record
       char* p = attrs;

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     spanring::Span outer{"ext.install_cxx.outer"};
     outer.attr("built_with", built_with.c_str()).attr("step", 1);
     {
-      spanring::Span inner{"ext.install_cxx.inner"};
+      // The call-site form (a static descriptor of this site), in a C++17 program.
+      SPANRING_SPAN(inner, "ext.install_cxx.inner");
       inner.attr("built_with", built_with.c_str());
     }
     const std::string attrs = "built_with=" + built_with;

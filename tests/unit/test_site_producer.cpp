@@ -1,0 +1,439 @@
+// SPANRING_SPAN, the call-site form (span.h, detail::SpanSite), read straight from the ring slots
+// and the string table (no drainer): the same record bytes as Span, a site's ids kept for the
+// current attach and resolved again after another attach (in process and in a forked child),
+// several key sets at one site, threads sharing a site. Its own executable: every case attaches
+// to a segment of its own, and a process keeps at most 16 attached regions off the heap
+// (Segment::leak), which test_compact_producer's cases already use most of. Compiled with -O2
+// (tests/meson.build): literal detection needs the optimizer.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <spanring/packed_attrs.h>
+#include <spanring/segment.h>
+#include <spanring/span.h>
+
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace spanring;
+
+namespace {
+
+#ifndef __OPTIMIZE__
+#error "test_site_producer.cpp must be compiled with optimization (literal detection)"
+#endif
+
+std::string unique_name(const char* what) {
+  static int n = 0;
+  return "spanring-test-site-" + std::to_string(::getpid()) + "-" + what + "-" +
+         std::to_string(n++);
+}
+
+// One record as the slots hold it: the first slot's bytes.
+struct Slot {
+  uint16_t flags() const { return get<uint16_t>(offsetof(RecordHeader, flags)); }
+  uint16_t slots() const { return get<uint16_t>(offsetof(RecordHeader, slots)); }
+  CompactRecord compact() const {
+    CompactRecord c;
+    std::memcpy(&c, bytes, sizeof c);
+    return c;
+  }
+  RecordHeader header() const {
+    RecordHeader h;
+    std::memcpy(&h, bytes, sizeof h);
+    return h;
+  }
+  template <class T>
+  T get(size_t at) const {
+    T v;
+    std::memcpy(&v, bytes + at, sizeof v);
+    return v;
+  }
+  unsigned char bytes[kSlotBytes];
+  std::string payload;  // an ordinary record's name and attribute bytes, from all its slots
+};
+
+// A segment for one test, attached to; every record is made on a fresh thread (a fresh ring).
+struct TestSegment {
+  std::string name;
+  Segment seg;
+  explicit TestSegment(const char* what, uint32_t capacity = 256)
+      : name(unique_name(what)), seg(Segment::create(name, SegmentOptions{4, capacity})) {
+    REQUIRE(attach(name.c_str()));
+  }
+  ~TestSegment() { Segment::remove(name); }
+
+  // Runs f on a new thread and returns the first slot of each record its ring received.
+  template <class F>
+  std::vector<Slot> records_of(F&& f) {
+    uint32_t ring = ~0u;
+    std::thread([&] {
+      f();
+      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+      for (uint32_t i = 0; i < seg.ring_count(); ++i)
+        if (seg.ring(i).owner_tid == tid &&
+            seg.ring(i).state.load(std::memory_order_acquire) == kRingActive)
+          ring = i;
+    }).join();
+    REQUIRE(ring != ~0u);
+    return slots_of(ring);
+  }
+  std::vector<Slot> slots_of(uint32_t ring) {
+    std::vector<Slot> out;
+    const uint64_t head = seg.ring(ring).head.load(std::memory_order_acquire);
+    const uint64_t cap = seg.ring_capacity();
+    for (uint64_t pos = seg.ring(ring).tail.load(std::memory_order_acquire); pos < head;) {
+      Slot s;
+      std::memcpy(s.bytes, seg.ring_slots(ring) + (pos % cap) * kSlotBytes, kSlotBytes);
+      REQUIRE(s.slots() >= 1);
+      REQUIRE(s.slots() <= kMaxRecordSlots);
+      s.payload.assign(reinterpret_cast<const char*>(s.bytes) + offsetof(RecordHeader, payload),
+                       kInlinePayloadBytes);
+      for (uint64_t k = 1; k < s.slots(); ++k)
+        s.payload.append(reinterpret_cast<const char*>(seg.ring_slots(ring)) +
+                             ((pos + k) % cap) * kSlotBytes,
+                         kSlotBytes);
+      pos += s.slots();
+      out.push_back(s);
+    }
+    return out;
+  }
+  // The bytes of string id `id`, checked as the drainer checks them.
+  std::string string(uint32_t id) {
+    REQUIRE(id > 0);
+    REQUIRE(id < kStringTableEntries);
+    const StringEntry& e = seg.view().strings()[id];
+    REQUIRE(e.state.load(std::memory_order_acquire) == kStringReady);
+    REQUIRE(e.len >= 1);
+    REQUIRE(e.len <= kStringMaxBytes);
+    CHECK(string_hash(e.bytes, e.len) == e.hash);
+    return std::string(e.bytes, e.len);
+  }
+};
+
+}  // namespace
+
+// ---- SPANRING_SPAN: the call-site form (span.h, detail::SpanSite)
+
+namespace {
+
+// A record's bytes as the drainer uses them: without the times and the sequence number, which
+// differ between two spans, and without a compact record's value and key slots past its count
+// (never read: the Span leaves those values unset).
+std::string record_bytes(const Slot& s) {
+  Slot c = s;
+  if ((c.flags() & kRecordCompact) != 0) {
+    CompactRecord r = c.compact();
+    r.ts_ns = 0;
+    r.dur_ns = 0;
+    r.seq_lo = 0;
+    const uint32_t count = (r.attrs & kCompactAttrsText) != 0 ? 0 : r.attrs & 7u;
+    for (uint32_t i = count; i < kCompactAttrs; ++i) r.values[i] = 0;
+    for (uint32_t i = (r.attrs & kCompactAttrsText) != 0 ? 1 : count; i < kCompactAttrs; ++i)
+      r.keys[i] = 0;
+    return std::string(reinterpret_cast<const char*>(&r), sizeof r);
+  }
+  RecordHeader h = c.header();
+  h.seq = h.ts_ns = h.dur_ns = 0;
+  return std::string(reinterpret_cast<const char*>(&h), offsetof(RecordHeader, payload)) +
+         c.payload.substr(0, size_t{h.name_len} + h.attrs_len);
+}
+
+// Writes a string entry with `text` at id `id` of `seg`'s table, as a producer would: a later
+// intern of another string that probes there goes past it.
+void occupy(Segment& seg, uint16_t id, const std::string& text) {
+  StringEntry& e = seg.view().strings()[id];
+  REQUIRE(e.state.load(std::memory_order_acquire) == kStringEmpty);
+  e.len = static_cast<uint32_t>(text.size());
+  std::memcpy(e.bytes, text.data(), text.size());
+  e.hash = string_hash(e.bytes, e.len);
+  e.state.store(kStringReady, std::memory_order_release);
+}
+
+// One span of every shape, through Span (site == false) or SPANRING_SPAN: the same spans in
+// the same order, so their records must be the same bytes.
+void shapes(bool site, const std::string& runtime_key) {
+  if (site) {
+    SPANRING_SPAN(s, "same.noattr");
+  } else {
+    Span s{"same.noattr"};
+  }
+  for (int round = 0; round < 3; ++round) {
+    if (site) {
+      SPANRING_SPAN(outer, "same.outer");
+      outer.attr("round", round);
+      {
+        SPANRING_SPAN(s, "same.four.attrs");
+        s.attr("run_id", uint64_t{7}).attr("delta", int64_t{-5}).attr("w", 0).attr("d", 4294967295u);
+      }
+      { SPANRING_SPAN(s, "same.five"); s.attr("a", 1).attr("b", 2).attr("c", 3).attr("d", 4).attr("e", 5); }
+      { SPANRING_SPAN(s, "same.wide"); s.attr("a", 1).attr("big", uint64_t{1} << 40); }
+      { SPANRING_SPAN(s, "same.text"); s.attr("a", 1).attr("role", "sched"); }
+      { SPANRING_SPAN(s, "same.runtime.key"); s.attr(runtime_key.c_str(), 3); }
+      { SPANRING_SPAN(s, "same.name.of.more.than.sixty.four.bytes.is.never.interned.in.the.table.x"); s.attr("a", 1); }
+    } else {
+      Span outer{"same.outer"};
+      outer.attr("round", round);
+      {
+        Span s{"same.four.attrs"};
+        s.attr("run_id", uint64_t{7}).attr("delta", int64_t{-5}).attr("w", 0).attr("d", 4294967295u);
+      }
+      { Span s{"same.five"}; s.attr("a", 1).attr("b", 2).attr("c", 3).attr("d", 4).attr("e", 5); }
+      { Span s{"same.wide"}; s.attr("a", 1).attr("big", uint64_t{1} << 40); }
+      { Span s{"same.text"}; s.attr("a", 1).attr("role", "sched"); }
+      { Span s{"same.runtime.key"}; s.attr(runtime_key.c_str(), 3); }
+      { Span s{"same.name.of.more.than.sixty.four.bytes.is.never.interned.in.the.table.x"}; s.attr("a", 1); }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SPANRING_SPAN records the same bytes as Span for the same spans") {
+  TestSegment t("site_same");
+  const std::string key = "runtime_key";
+  const auto plain = t.records_of([&] { shapes(false, key); });
+  const auto site = t.records_of([&] { shapes(true, key); });
+  REQUIRE(plain.size() == 1 + 3 * 7);
+  REQUIRE(site.size() == plain.size());
+  size_t compact = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(plain[i].flags() == site[i].flags());
+    CHECK(record_bytes(plain[i]) == record_bytes(site[i]));
+    compact += (site[i].flags() & kRecordCompact) != 0;
+  }
+  // The no-attribute span, and per round the outer span and the four-attribute one.
+  CHECK(compact == 1 + 3 * 2);
+}
+
+TEST_CASE("a SPANRING_SPAN site keeps its name's and keys' ids for the current attach") {
+  TestSegment t("site_kept");
+  const uint32_t generation = detail::g_attach_generation.load(std::memory_order_relaxed);
+  detail::SpanSite* seen = nullptr;
+  const auto recs = t.records_of([&] {
+    for (int i = 0; i < 3; ++i) {
+      SPANRING_SPAN(s, "site.kept");
+      s.attr("k1", i).attr("k2", -i);
+      seen = &spanring_site_s;
+    }
+  });
+  REQUIRE(seen != nullptr);
+  REQUIRE(recs.size() == 3);
+  const uint64_t name = seen->name.load(std::memory_order_relaxed);
+  CHECK((name >> 32) == generation);
+  CHECK(t.string(static_cast<uint16_t>(name)) == "site.kept");
+  CHECK(seen->keys_tag.load(std::memory_order_relaxed) == (uint64_t{generation} << 32 | 2));
+  const uint64_t ids = seen->key_ids.load(std::memory_order_relaxed);
+  CHECK(t.string(ids & 0xffff) == "k1");
+  CHECK(t.string(ids >> 16 & 0xffff) == "k2");
+  CHECK((ids >> 32) == 0);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[i].compact();
+    CHECK(c.name == static_cast<uint16_t>(name));
+    CHECK(c.keys[0] == (ids & 0xffff));
+    CHECK(c.keys[1] == (ids >> 16 & 0xffff));
+    CHECK(c.values[0] == i);
+    CHECK(static_cast<int32_t>(c.values[1]) == -static_cast<int32_t>(i));
+  }
+}
+
+namespace {
+// One site, used by the re-attach tests below (a static of this function: the same site in
+// every call, also in a forked child).
+void site_span(int value) {
+  SPANRING_SPAN(s, "reattach.site");
+  s.attr("reattach_key", value);
+}
+}  // namespace
+
+TEST_CASE("attaching again makes a SPANRING_SPAN site resolve its ids in the new segment") {
+  uint16_t first_name = 0, first_key = 0;
+  {
+    TestSegment t1("site_reattach1");
+    const auto recs = t1.records_of([] { site_span(1); site_span(2); });
+    REQUIRE(recs.size() == 2);
+    REQUIRE((recs[1].flags() & kRecordCompact) != 0);
+    first_name = recs[1].compact().name;
+    first_key = recs[1].compact().keys[0];
+  }
+  // The second segment has other strings at the first one's ids: a site that kept the first
+  // attach's ids would name them.
+  const std::string name2 = unique_name("site_reattach2");
+  Segment seg2 = Segment::create(name2, SegmentOptions{4, 256});
+  occupy(seg2, first_name, "decoy.name");
+  occupy(seg2, first_key, "decoy_key");
+  REQUIRE(attach(name2.c_str()));
+  uint32_t ring = ~0u;
+  std::thread([&] {
+    site_span(3);
+    site_span(4);
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < seg2.ring_count(); ++i)
+      if (seg2.ring(i).owner_tid == tid) ring = i;
+  }).join();
+  REQUIRE(ring != ~0u);
+  const uint64_t head = seg2.ring(ring).head.load(std::memory_order_acquire);
+  REQUIRE(head == 2);
+  for (uint64_t pos = 0; pos < head; ++pos) {
+    CompactRecord c;
+    std::memcpy(&c, seg2.ring_slots(ring) + pos * kSlotBytes, sizeof c);
+    REQUIRE((c.flags & kRecordCompact) != 0);
+    const StringEntry* strings = seg2.view().strings();
+    CHECK(c.name != first_name);
+    CHECK(std::string(strings[c.name].bytes, strings[c.name].len) == "reattach.site");
+    CHECK(std::string(strings[c.keys[0]].bytes, strings[c.keys[0]].len) == "reattach_key");
+    CHECK(c.values[0] == 3 + pos);
+  }
+  Segment::remove(name2);
+}
+
+TEST_CASE("a forked child that attaches to another segment resolves a site's ids there") {
+  TestSegment t("site_fork_parent");
+  uint16_t parent_name = 0, parent_key = 0;
+  {
+    const auto recs = t.records_of([] { site_span(1); site_span(2); });
+    REQUIRE(recs.size() == 2);
+    REQUIRE((recs[1].flags() & kRecordCompact) != 0);
+    parent_name = recs[1].compact().name;
+    parent_key = recs[1].compact().keys[0];
+  }
+  const std::string name2 = unique_name("site_fork_child");
+  Segment seg2 = Segment::create(name2, SegmentOptions{4, 256});
+  occupy(seg2, parent_name, "decoy.name");
+  occupy(seg2, parent_key, "decoy_key");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: a site the parent filled, used after the child attached to another segment
+    // (attach() comes before the thread records: a ring it held would stay the old segment's).
+    if (!attach(name2.c_str())) ::_exit(3);
+    site_span(11);
+    site_span(12);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  // Nothing of the child's in the parent's segment; in the second one its two spans, with that
+  // segment's ids.
+  for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+    CHECK(t.seg.ring(i).owner_pid != static_cast<uint32_t>(child));
+  bool found = false;
+  const StringEntry* strings = seg2.view().strings();
+  for (uint32_t i = 0; i < seg2.ring_count(); ++i) {
+    if (seg2.ring(i).owner_pid != static_cast<uint32_t>(child)) continue;
+    const uint64_t head = seg2.ring(i).head.load(std::memory_order_acquire);
+    REQUIRE(head == 2);
+    for (uint64_t pos = 0; pos < head; ++pos) {
+      CompactRecord c;
+      std::memcpy(&c, seg2.ring_slots(i) + pos * kSlotBytes, sizeof c);
+      REQUIRE((c.flags & kRecordCompact) != 0);
+      CHECK(std::string(strings[c.name].bytes, strings[c.name].len) == "reattach.site");
+      CHECK(std::string(strings[c.keys[0]].bytes, strings[c.keys[0]].len) == "reattach_key");
+      CHECK(c.values[0] == 11 + pos);
+    }
+    found = true;
+  }
+  CHECK(found);
+  Segment::remove(name2);
+}
+
+namespace {
+// The attributes of key set `shape` of the SPANRING_SPAN key-set test (a function of its own,
+// not inlined: one site, nine key sets).
+__attribute__((noinline)) void add_key_set(Span& s, int shape) {
+  switch (shape) {
+    case 0: s.attr("a", 1).attr("b", 2); break;
+    case 1: s.attr("a", 1); break;
+    case 2: s.attr("a", 1).attr("b", 2).attr("c", 3).attr("d", 4); break;
+    case 3: s.attr("a", 1).attr("b", 2); break;
+    case 4: break;
+    case 5: s.attr("b", 1).attr("a", 2); break;
+    case 6: s.attr("a", 1).attr("b", 2).attr("c", 3).attr("e", 5); break;
+    case 7: s.attr("x", 1).attr("b", 2); break;
+    default: s.attr("a", 1).attr("b", 2); break;
+  }
+}
+}  // namespace
+
+TEST_CASE("spans of one SPANRING_SPAN site with other key sets each carry their own keys") {
+  TestSegment t("site_keysets");
+  // One site: the first key set its spans end with is kept in the site; every other set must
+  // still be named right (through the thread's memo), and a set must never match another.
+  const std::vector<std::vector<std::string>> want = {
+      {"a", "b"}, {"a"}, {"a", "b", "c", "d"}, {"a", "b"}, {}, {"b", "a"},
+      {"a", "b", "c", "e"}, {"x", "b"}, {"a", "b"}};
+  const auto recs = t.records_of([&] {
+    for (int round = 0; round < 3; ++round) {
+      for (int shape = 0; shape < 9; ++shape) {
+        SPANRING_SPAN(s, "site.keysets");
+        add_key_set(s, shape);
+      }
+    }
+  });
+  REQUIRE(recs.size() == 3 * want.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[i].compact();
+    CHECK(t.string(c.name) == "site.keysets");
+    const auto& keys = want[i % want.size()];
+    REQUIRE((c.attrs & 7u) == keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) CHECK(t.string(c.keys[k]) == keys[k]);
+  }
+}
+
+TEST_CASE("threads sharing a SPANRING_SPAN site name their spans right") {
+  TestSegment t("site_threads", 4096);
+  std::vector<uint32_t> rings;
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 500; ++i) {
+        SPANRING_SPAN(s, "site.threads");
+        if ((i + th) % 3 == 0)
+          s.attr("even", i).attr("thread", th);
+        else
+          s.attr("thread", th).attr("i", i);
+      }
+      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+      for (uint32_t r = 0; r < t.seg.ring_count(); ++r)
+        if (t.seg.ring(r).owner_tid == tid &&
+            t.seg.ring(r).state.load(std::memory_order_acquire) == kRingActive) {
+          std::lock_guard lock(m);
+          rings.push_back(r);
+        }
+    });
+  for (auto& th : threads) th.join();
+  REQUIRE(rings.size() == 4);
+  for (uint32_t r : rings) {
+    const auto recs = t.slots_of(r);
+    REQUIRE(recs.size() == 500);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+      const CompactRecord c = recs[i].compact();
+      CHECK(t.string(c.name) == "site.threads");
+      const std::string k0 = t.string(c.keys[0]);
+      const std::string k1 = t.string(c.keys[1]);
+      if (k0 == "even") {
+        CHECK(k1 == "thread");
+        CHECK(c.values[0] == i);
+      } else {
+        CHECK(k0 == "thread");
+        CHECK(k1 == "i");
+        CHECK(c.values[1] == i);
+      }
+    }
+  }
+}
