@@ -5,16 +5,23 @@
 
 #include <spanring/segment_layout.h>
 
+#include <cstdint>
+
 namespace spanring {
 
 // A validated private copy of one record.
 struct RecordCopy {
+  static constexpr uint32_t kPayloadBytes = kInlinePayloadBytes + (kMaxRecordSlots - 1) * kSlotBytes;
+  static_assert(kPayloadBytes >= kNameRawMax + kAttrsPackedMax);
   // As read, except that packed attributes (kRecordPackedAttrs) are already unpacked: flags
   // without that bit, attrs_len the text's length; and a compact record (kRecordCompact) is
   // decoded into the ordinary record of the same span (its seq, its resolved name and attribute
   // text, flags without kRecordCompact). header.payload is not used (see below).
   RecordHeader header;
-  char payload[kNameRawMax + kAttrsPackedMax];  // raw name bytes, then raw attribute bytes
+  // Raw name bytes, then raw attribute bytes; room for a record's whole slots (the readers copy
+  // them whole: record_decode.h) and for reads of a field rounded up to 16 bytes (the
+  // formatter's and the NUL check's vectors).
+  char payload[kPayloadBytes];
   const char* name() const noexcept { return payload; }
   const char* attrs() const noexcept { return payload + header.name_len; }
 };

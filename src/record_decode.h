@@ -21,6 +21,10 @@
 #include <string>
 #include <string_view>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace spanring {
 
 // Where a record is, for a message: `prefix` a, then `mid` b when mid is set ("compact record
@@ -41,9 +45,33 @@ struct RecordWhere {
 // and within `avail` slots, lengths within bounds and matching the slot count, known flags with
 // at most one marker bit (a marker carries no payload and no TSC flag, a reentrant marker a count
 // in 1..kReentrantMarkerMax), a span a name, and a sequence number >= `min_seq`. Cheap: a few
-// compares, no payload read.
-inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail, uint64_t min_seq,
-                                 const RecordWhere& where, std::string& why) {
+// compares, no payload read, inline; the message is built in a cold function (ordinary_frame_why).
+[[gnu::cold]] inline bool ordinary_frame_why(const RecordHeader& h, uint64_t avail,
+                                                            uint64_t min_seq,
+                                                            const RecordWhere& where,
+                                                            std::string& why);
+[[gnu::always_inline]] inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail,
+                                                        uint64_t min_seq, const RecordWhere& where,
+                                                        std::string& why) {
+  // The conditions ordinary_frame_why() names, all at once.
+  const bool packed = (h.flags & kRecordPackedAttrs) != 0;
+  const uint16_t marker = h.flags & kRecordMarkers;
+  const bool bad =
+      h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail || h.name_len > kNameRawMax ||
+      h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) || (packed && h.attrs_len == 0) ||
+      h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len) ||
+      (h.flags & ~kRecordFlagsKnown) != 0 || (h.flags & kRecordCompact) != 0 ||
+      (marker & (marker - 1)) != 0 ||
+      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0 || (h.flags & kRecordTsc) != 0)) ||
+      (marker == 0 && h.name_len == 0) ||
+      ((marker & kRecordReentrant) != 0 && (h.dur_ns == 0 || h.dur_ns > kReentrantMarkerMax)) ||
+      h.seq < min_seq;
+  if (__builtin_expect(!bad, 1)) return true;
+  return ordinary_frame_why(h, avail, min_seq, where, why);
+}
+
+inline bool ordinary_frame_why(const RecordHeader& h, uint64_t avail, uint64_t min_seq,
+                               const RecordWhere& where, std::string& why) {
   if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail) {
     why = where.str() + " claims " + std::to_string(h.slots) + " slots (" + std::to_string(avail) +
           " published)";
@@ -75,15 +103,35 @@ inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail, uint64_t
 }
 
 // Copies the payload of the ordinary record whose header is `out.header` (framing checked): the
-// first kInlinePayloadBytes from the header, the rest from `rest` (the record's following
-// slots, contiguous: `rest` holds (slots - 1) * kSlotBytes bytes).
+// kInlinePayloadBytes of the header, then the record's following slots whole from `rest`
+// (contiguous: `rest` holds (slots - 1) * kSlotBytes bytes). Whole slots, fixed-size copies:
+// the payload's length decides nothing but how many (RecordCopy has room for all of them).
 inline void copy_ordinary_payload(RecordCopy& out, const std::byte* rest) noexcept {
   const RecordHeader& h = out.header;
-  const uint32_t total = uint32_t{h.name_len} + h.attrs_len;
-  const uint32_t inline_n = total < kInlinePayloadBytes ? total : kInlinePayloadBytes;
-  std::memcpy(out.payload, h.payload, inline_n);
-  if (total > inline_n) std::memcpy(out.payload + inline_n, rest, total - inline_n);
+  std::memcpy(out.payload, h.payload, kInlinePayloadBytes);
+  for (uint32_t s = 1; s < h.slots; ++s)
+    std::memcpy(out.payload + kInlinePayloadBytes + (s - 1) * kSlotBytes,
+                rest + (s - 1) * kSlotBytes, kSlotBytes);
 }
+
+// Whether name[0, len) holds a NUL byte (len <= kNameRawMax). With SSE2, 16 bytes a compare,
+// reading len rounded up to 16 (a RecordCopy's payload has that room; the bytes past len are
+// ignored); else memchr, a libc call that cost ~16 instructions per record.
+inline bool name_has_nul(const char* name, uint32_t len) noexcept {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (uint32_t i = 0; i < len; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(name + i));
+    unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+    if (len - i < 16) m &= (1u << (len - i)) - 1;
+    if (m != 0) return true;
+  }
+  return false;
+#else
+  return std::memchr(name, 0, len) != nullptr;
+#endif
+}
+static_assert(sizeof(RecordCopy::payload) >= (kNameRawMax + 15) / 16 * 16);
 
 // Completes an ordinary record whose payload is in `out` (framing checked): a NUL byte inside
 // the name is corruption (the producer measures names with strnlen; attributes may hold one,
@@ -91,7 +139,7 @@ inline void copy_ordinary_payload(RecordCopy& out, const std::byte* rest) noexce
 // cut at kAttrsRawMax as the producer would have cut it; flags lose kRecordPackedAttrs.
 inline bool finish_ordinary(RecordCopy& out, const RecordWhere& where, std::string& why) {
   RecordHeader& h = out.header;
-  if (std::memchr(out.payload, 0, h.name_len) != nullptr) {
+  if (name_has_nul(out.payload, h.name_len)) {
     why = where.str() + " has a NUL byte inside its name";
     return false;
   }
@@ -112,8 +160,25 @@ inline bool finish_ordinary(RecordCopy& out, const RecordWhere& where, std::stri
 // The framing of a compact record `c` that must carry sequence number `seq`: one slot, flags
 // kRecordCompact with at most kRecordTsc besides (`allow_tsc`), an attribute count in range (0
 // with kCompactAttrsText), and seq_lo the low 32 bits of `seq`.
-inline bool check_compact_frame(const CompactRecord& c, uint64_t seq, bool allow_tsc,
-                                const RecordWhere& where, std::string& why) {
+[[gnu::cold]] inline bool compact_frame_why(const CompactRecord& c, uint64_t seq,
+                                                           bool allow_tsc,
+                                                           const RecordWhere& where,
+                                                           std::string& why);
+[[gnu::always_inline]] inline bool check_compact_frame(const CompactRecord& c, uint64_t seq,
+                                                       bool allow_tsc, const RecordWhere& where,
+                                                       std::string& why) {
+  // The conditions compact_frame_why() names, all at once.
+  const uint32_t count = c.attrs & 0x7u;
+  const uint16_t allowed = allow_tsc ? (kRecordCompact | kRecordTsc) : kRecordCompact;
+  const bool bad = c.slots != 1 || (c.flags & ~allowed) != 0 || (c.flags & kRecordCompact) == 0 ||
+                   count > kCompactAttrs || ((c.attrs & kCompactAttrsText) != 0 && count != 0) ||
+                   c.seq_lo != static_cast<uint32_t>(seq);
+  if (__builtin_expect(!bad, 1)) return true;
+  return compact_frame_why(c, seq, allow_tsc, where, why);
+}
+
+inline bool compact_frame_why(const CompactRecord& c, uint64_t seq, bool allow_tsc,
+                              const RecordWhere& where, std::string& why) {
   const uint32_t count = c.attrs & 0x7u;
   const bool text = (c.attrs & kCompactAttrsText) != 0;
   if (c.slots != 1) {
