@@ -1,6 +1,6 @@
 #include "format/strace_format.h"
 
-#include "format/decimal.h"
+#include "src/decimal.h"
 
 #include <spanring/encode.h>
 
@@ -21,7 +21,7 @@ struct Out {
     p += s.size();
   }
   // Lowercase digits, no leading zeros, as the spec's fields are written: std::to_chars'
-  // output, in a fifth of its instructions (format/decimal.h says why and how).
+  // output, in a fifth of its instructions (src/decimal.h says why and how).
   void dec(uint64_t v) noexcept { p = write_decimal(p, v); }
   void hex(uint64_t v) noexcept { p = write_hex(p, v); }
   void prefix(uint64_t mono, uint32_t tid, std::string_view what) noexcept {

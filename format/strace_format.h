@@ -6,7 +6,7 @@
 // kMaxLineBytes, and returns the bytes written. No allocation, no snprintf; pure, any thread.
 #pragma once
 
-#include "format/decimal.h"
+#include "src/decimal.h"
 #include "format/event.h"
 
 #include <cstddef>
@@ -32,7 +32,7 @@ size_t format_span(char* out, const SpanEvent& e) noexcept;
 // fixed strings, ~100 instructions of the ~500 per line, callgrind). Single thread, like a Sink.
 //
 // It also keeps what consecutive lines repeat beyond the owner: the leading digits of the end and
-// start times (DecimalCache, format/decimal.h) and the text of the last (inv, hid) pair with the
+// start times (DecimalCache, src/decimal.h) and the text of the last (inv, hid) pair with the
 // fixed text around it, `<inv> hid=<hid> depth=` (a thread's spans of one invocation share both:
 // the hid's 16 hex digits were ~25 instructions per line). The bytes are those format_span
 // writes without it, whatever the order of lines (test_text_sink).

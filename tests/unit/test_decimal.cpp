@@ -1,6 +1,6 @@
-// write_decimal and write_hex (format/decimal.h) against std::to_chars, the library they stand
+// write_decimal and write_hex (src/decimal.h) against std::to_chars, the library they stand
 // in for: the same bytes for every length, every digit position, both ends of the range.
-#include "format/decimal.h"
+#include "src/decimal.h"
 
 #include <doctest/doctest.h>
 
