@@ -146,9 +146,9 @@ static_assert(kNameRawMax + kAttrsWriteRoom <= RecordCopy::kPayloadBytes);
 // unpack_attrs (packed_attrs.h) for the drainer and the readers: the same text for the same
 // list, cut at kAttrsRawMax, the same -1 for a malformed list, every token checked. Faster: keys
 // copied 16 bytes at a time, values by write_decimal (src/decimal.h) instead of
-// std::to_chars, no copy per piece; formatting stops once the text reaches the cut. `in` must
-// be readable for in_len + 16 bytes, `out` writable for kAttrsWriteRoom. Returns the length
-// (<= kAttrsRawMax) or -1.
+// std::to_chars, no copy per piece; formatting stops once the text reaches the cut. in_len must
+// be at most kAttrsPackedMax (a checked frame's), `in` readable for in_len + 16 bytes, `out`
+// writable for kAttrsWriteRoom. Returns the length (<= kAttrsRawMax) or -1.
 inline int32_t unpack_attrs_fast(const char* in, uint32_t in_len, char* out) noexcept {
   char* p = out;
   char* const cut = out + kAttrsRawMax;
