@@ -1,11 +1,15 @@
 #include "format/strace_format.h"
 
-#include "format/decimal.h"
+#include "src/decimal.h"
 
 #include <spanring/encode.h>
 
 #include <cstring>
 #include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace spanring {
 namespace {
@@ -17,7 +21,7 @@ struct Out {
     p += s.size();
   }
   // Lowercase digits, no leading zeros, as the spec's fields are written: std::to_chars'
-  // output, in a fifth of its instructions (format/decimal.h says why and how).
+  // output, in a fifth of its instructions (src/decimal.h says why and how).
   void dec(uint64_t v) noexcept { p = write_decimal(p, v); }
   void hex(uint64_t v) noexcept { p = write_hex(p, v); }
   void prefix(uint64_t mono, uint32_t tid, std::string_view what) noexcept {
@@ -34,24 +38,95 @@ struct Out {
 
 namespace {
 
-// The line after the owner's part (the invocation's value onwards).
-size_t span_rest(Out o, const char* out, const SpanEvent& e) noexcept {
-  o.dec(e.inv);
-  o.str(" hid=");
-  o.hex(e.hid);
-  o.str(" depth=");
+// Copies in[0, len) to `out` and returns true when every byte is one the [STRACE] encoding
+// copies as is (shared/strace-format.md: printable ASCII 0x20-0x7e but `%` `[` `]`, and in names
+// also not space or `=`), which is what most names and attributes are; else returns false with
+// `out` partly written, and the caller encodes the field from its start (encode.h), which
+// also handles NUL, escapes and cuts. Works on whole 16-byte vectors with SSE2: reads and
+// writes len rounded up to 16 bytes, so `in` and `out` must have that much room (a RecordCopy's
+// payload and a line do: the static_assert below); the last vector's bytes past len are read
+// but ignored. Inline, without the call, the length dispatch and the class table of
+// encode_name/encode_attrs, whose own check cost ~80 instructions per field (callgrind).
+// Without SSE2 (aarch64): false, and the encoder's own loop does the work.
+template <bool kName>
+inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
+#if defined(__SSE2__)
+  // v + bias maps the lowest byte copied (0x20, names 0x21) to -128 as a signed byte, so that
+  // one signed compare with the image of 0x7f finds the copied range 0x20/0x21..0x7e.
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(kName ? 0x5f : 0x60));
+  const __m128i top = _mm_set1_epi8(static_cast<char>(kName ? 0xde : 0xdf));
+  const __m128i pct = _mm_set1_epi8('%');
+  const __m128i lb = _mm_set1_epi8('[');
+  const __m128i rb = _mm_set1_epi8(']');
+  const __m128i eq = _mm_set1_epi8('=');
+  auto copied = [&](__m128i v) {  // bit i: byte i is copied as is
+    const __m128i in_range = _mm_cmplt_epi8(_mm_add_epi8(v, bias), top);
+    __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, pct),
+                                   _mm_or_si128(_mm_cmpeq_epi8(v, lb), _mm_cmpeq_epi8(v, rb)));
+    if (kName) special = _mm_or_si128(special, _mm_cmpeq_epi8(v, eq));
+    return static_cast<unsigned>(_mm_movemask_epi8(_mm_andnot_si128(special, in_range)));
+  };
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    if (copied(v) != 0xffffu) return false;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
+  }
+  if (i < len) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    const unsigned want = (1u << (len - i)) - 1;  // the field's bytes in this vector
+    if ((~copied(v) & want) != 0) return false;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
+  }
+  return true;
+#else
+  (void)in;
+  (void)len;
+  (void)out;
+  return false;
+#endif
+}
+
+// copy_plain is called for a name of at most kNameCap bytes and attributes of at most kAttrsCap:
+// both caps are multiples of 16, so the rounded-up bytes it reads stay within a RecordCopy's
+// payload (name, then attributes) and the bytes it writes within the field's cap in the line.
+static_assert(sizeof(RecordCopy::payload) >= kNameCap + kAttrsCap &&
+              kNameCap % 16 == 0 && kAttrsCap % 16 == 0);
+
+// The line after the owner's part (the invocation's value onwards); with `owner`, the
+// invocation, hid and times through its caches (the same bytes).
+size_t span_rest(Out o, const char* out, const SpanEvent& e, SpanLineOwner* owner) noexcept {
+  if (owner != nullptr) {
+    o.p = owner->inv_hid(o.p, e.inv, e.hid);
+  } else {
+    o.dec(e.inv);
+    o.str(" hid=");
+    o.hex(e.hid);
+    o.str(" depth=");
+  }
   o.dec(e.depth);
   o.str(" name=");
-  if (e.record != nullptr) o.p += encode_name(e.record->name(), e.record->header.name_len, o.p);
-  else o.str(e.name);
+  if (e.record != nullptr) {
+    const size_t n = e.record->header.name_len;
+    if (n <= kNameCap && copy_plain<true>(e.record->name(), n, o.p)) o.p += n;
+    else o.p += encode_name(e.record->name(), n, o.p);
+  } else {
+    o.str(e.name);
+  }
   o.str(" ts=");
-  o.dec(e.ts_ns);
+  if (owner != nullptr) o.p = owner->times.write(o.p, e.ts_ns);
+  else o.dec(e.ts_ns);
   o.str(" dur=");
   o.dec(e.dur_ns);
   // The separating space is written even with no attributes: the line then ends `dur=<n> `.
   o.str(" ");
-  if (e.record != nullptr) o.p += encode_attrs(e.record->attrs(), e.record->header.attrs_len, o.p);
-  else o.str(e.attrs);
+  if (e.record != nullptr) {
+    const size_t n = e.record->header.attrs_len;
+    if (n <= kAttrsCap && copy_plain<false>(e.record->attrs(), n, o.p)) o.p += n;
+    else o.p += encode_attrs(e.record->attrs(), n, o.p);
+  } else {
+    o.str(e.attrs);
+  }
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
@@ -65,7 +140,7 @@ size_t format_span(char* out, const SpanEvent& e) noexcept {
   o.str(" tid=");
   o.dec(e.tid);
   o.str(" inv=");
-  return span_rest(o, out, e);
+  return span_rest(o, out, e, nullptr);
 }
 
 const char* SpanLineOwner::bytes(uint32_t pid, uint32_t tid) noexcept {
@@ -86,14 +161,32 @@ const char* SpanLineOwner::bytes(uint32_t pid, uint32_t tid) noexcept {
   return bytes_;
 }
 
+char* SpanLineOwner::inv_hid(char* out, uint64_t inv, uint64_t hid) noexcept {
+  if (!inv_hid_set_ || inv != inv_ || hid != hid_) {
+    char buf[kInvHidCopyBytes + 16];  // write_hex/write_decimal may write past their end
+    Out o{buf};
+    o.dec(inv);
+    o.str(" hid=");
+    o.hex(hid);
+    o.str(" depth=");
+    inv_hid_len_ = static_cast<size_t>(o.p - buf);
+    std::memcpy(inv_hid_, buf, kInvHidCopyBytes);
+    inv_ = inv;
+    hid_ = hid;
+    inv_hid_set_ = true;
+  }
+  std::memcpy(out, inv_hid_, kInvHidCopyBytes);  // the rest is overwritten next
+  return out + inv_hid_len_;
+}
+
 size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept {
   Out o{out};
   o.str("[mono_ns=");
-  o.dec(e.ts_ns + e.dur_ns);
+  o.p = owner.times.write(o.p, e.ts_ns + e.dur_ns);
   const char* fragment = owner.bytes(e.pid, e.tid);
   std::memcpy(o.p, fragment, SpanLineOwner::kCopyBytes);  // the rest is overwritten next
   o.p += owner.size();
-  return span_rest(o, out, e);
+  return span_rest(o, out, e, &owner);
 }
 
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept {

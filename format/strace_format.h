@@ -6,6 +6,7 @@
 // kMaxLineBytes, and returns the bytes written. No allocation, no snprintf; pure, any thread.
 #pragma once
 
+#include "src/decimal.h"
 #include "format/event.h"
 
 #include <cstddef>
@@ -29,6 +30,12 @@ size_t format_span(char* out, const SpanEvent& e) noexcept;
 // kept for the last (pid, tid) seen. The drainer writes a ring's records one after another, so
 // this is formatted once per owner and batch instead of once per line (three numbers and four
 // fixed strings, ~100 instructions of the ~500 per line, callgrind). Single thread, like a Sink.
+//
+// It also keeps what consecutive lines repeat beyond the owner: the leading digits of the end and
+// start times (DecimalCache, src/decimal.h) and the text of the last (inv, hid) pair with the
+// fixed text around it, `<inv> hid=<hid> depth=` (a thread's spans of one invocation share both:
+// the hid's 16 hex digits were ~25 instructions per line). The bytes are those format_span
+// writes without it, whatever the order of lines (test_text_sink).
 class SpanLineOwner {
  public:
   // The fragment for (pid, tid): formatted when they differ from the last call's.
@@ -41,7 +48,20 @@ class SpanLineOwner {
   // it comes after at most 29 bytes, of kMaxLineBytes).
   static constexpr size_t kCopyBytes = 96;
 
+  // Writes `<inv> hid=<hid> depth=` at `out` (room for kInvHidCopyBytes), from the kept text when
+  // (inv, hid) are the last call's; returns the end.
+  char* inv_hid(char* out, uint64_t inv, uint64_t hid) noexcept;
+  // The longest `<inv> hid=<hid> depth=`: 20 + 5 + 16 + 7 bytes; copied whole.
+  static constexpr size_t kInvHidCopyBytes = 48;
+
+  DecimalCache times;  // ts and ts + dur of this sink's lines
+
  private:
+  uint64_t inv_ = 0;
+  uint64_t hid_ = 0;
+  bool inv_hid_set_ = false;
+  size_t inv_hid_len_ = 0;
+  char inv_hid_[kInvHidCopyBytes] = {};
   uint32_t pid_ = 0;
   uint32_t tid_ = 0;
   bool set_ = false;

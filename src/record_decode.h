@@ -10,6 +10,7 @@
 // functions over private copies; any thread; no allocation on success.
 #pragma once
 
+#include "src/decimal.h"
 #include "src/record_copy.h"
 
 #include <spanring/packed_attrs.h>
@@ -20,6 +21,10 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace spanring {
 
@@ -41,9 +46,33 @@ struct RecordWhere {
 // and within `avail` slots, lengths within bounds and matching the slot count, known flags with
 // at most one marker bit (a marker carries no payload and no TSC flag, a reentrant marker a count
 // in 1..kReentrantMarkerMax), a span a name, and a sequence number >= `min_seq`. Cheap: a few
-// compares, no payload read.
-inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail, uint64_t min_seq,
-                                 const RecordWhere& where, std::string& why) {
+// compares, no payload read, inline; the message is built in a cold function (ordinary_frame_why).
+[[gnu::cold]] inline bool ordinary_frame_why(const RecordHeader& h, uint64_t avail,
+                                                            uint64_t min_seq,
+                                                            const RecordWhere& where,
+                                                            std::string& why);
+[[gnu::always_inline]] inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail,
+                                                        uint64_t min_seq, const RecordWhere& where,
+                                                        std::string& why) {
+  // The conditions ordinary_frame_why() names, all at once.
+  const bool packed = (h.flags & kRecordPackedAttrs) != 0;
+  const uint16_t marker = h.flags & kRecordMarkers;
+  const bool bad =
+      h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail || h.name_len > kNameRawMax ||
+      h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) || (packed && h.attrs_len == 0) ||
+      h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len) ||
+      (h.flags & ~kRecordFlagsKnown) != 0 || (h.flags & kRecordCompact) != 0 ||
+      (marker & (marker - 1)) != 0 ||
+      (marker != 0 && (h.name_len != 0 || h.attrs_len != 0 || (h.flags & kRecordTsc) != 0)) ||
+      (marker == 0 && h.name_len == 0) ||
+      ((marker & kRecordReentrant) != 0 && (h.dur_ns == 0 || h.dur_ns > kReentrantMarkerMax)) ||
+      h.seq < min_seq;
+  if (__builtin_expect(!bad, 1)) return true;
+  return ordinary_frame_why(h, avail, min_seq, where, why);
+}
+
+inline bool ordinary_frame_why(const RecordHeader& h, uint64_t avail, uint64_t min_seq,
+                               const RecordWhere& where, std::string& why) {
   if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > avail) {
     why = where.str() + " claims " + std::to_string(h.slots) + " slots (" + std::to_string(avail) +
           " published)";
@@ -75,14 +104,83 @@ inline bool check_ordinary_frame(const RecordHeader& h, uint64_t avail, uint64_t
 }
 
 // Copies the payload of the ordinary record whose header is `out.header` (framing checked): the
-// first kInlinePayloadBytes from the header, the rest from `rest` (the record's following
-// slots, contiguous: `rest` holds (slots - 1) * kSlotBytes bytes).
+// kInlinePayloadBytes of the header, then the record's following slots whole from `rest`
+// (contiguous: `rest` holds (slots - 1) * kSlotBytes bytes). Whole slots, fixed-size copies:
+// the payload's length decides nothing but how many (RecordCopy has room for all of them).
 inline void copy_ordinary_payload(RecordCopy& out, const std::byte* rest) noexcept {
   const RecordHeader& h = out.header;
-  const uint32_t total = uint32_t{h.name_len} + h.attrs_len;
-  const uint32_t inline_n = total < kInlinePayloadBytes ? total : kInlinePayloadBytes;
-  std::memcpy(out.payload, h.payload, inline_n);
-  if (total > inline_n) std::memcpy(out.payload + inline_n, rest, total - inline_n);
+  std::memcpy(out.payload, h.payload, kInlinePayloadBytes);
+  for (uint32_t s = 1; s < h.slots; ++s)
+    std::memcpy(out.payload + kInlinePayloadBytes + (s - 1) * kSlotBytes,
+                rest + (s - 1) * kSlotBytes, kSlotBytes);
+}
+
+// Whether name[0, len) holds a NUL byte (len <= kNameRawMax). With SSE2, 16 bytes a compare,
+// reading len rounded up to 16 (a RecordCopy's payload has that room; the bytes past len are
+// ignored); else memchr, a libc call that cost ~16 instructions per record.
+inline bool name_has_nul(const char* name, uint32_t len) noexcept {
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (uint32_t i = 0; i < len; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(name + i));
+    unsigned m = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+    if (len - i < 16) m &= (1u << (len - i)) - 1;
+    if (m != 0) return true;
+  }
+  return false;
+#else
+  return std::memchr(name, 0, len) != nullptr;
+#endif
+}
+static_assert(sizeof(RecordCopy::payload) >= (kNameRawMax + 15) / 16 * 16);
+
+// What the attribute decoders below may write after a record's name before they cut the text at
+// kAttrsRawMax: they write a whole token while the text is shorter than that, and a token is at
+// most a space, its key (copied 16 bytes at a time: up to kAttrsPackedMax - 2 bytes, rounded up
+// to 16), `=`, `-` and write_decimal's 20 bytes. RecordCopy's payload has room for a name and
+// this.
+inline constexpr uint32_t kAttrsWriteRoom =
+    (kAttrsRawMax - 1) + 1 + (kAttrsPackedMax - kPackedTokenFixed + 15) / 16 * 16 + 2 + 20;
+static_assert(kNameRawMax + kAttrsWriteRoom <= RecordCopy::kPayloadBytes);
+
+// unpack_attrs (packed_attrs.h) for the drainer and the readers: the same text for the same
+// list, cut at kAttrsRawMax, the same -1 for a malformed list, every token checked. Faster: keys
+// copied 16 bytes at a time, values by write_decimal (src/decimal.h) instead of
+// std::to_chars, no copy per piece; formatting stops once the text reaches the cut. in_len must
+// be at most kAttrsPackedMax (a checked frame's), `in` readable for in_len + 16 bytes, `out`
+// writable for kAttrsWriteRoom. Returns the length (<= kAttrsRawMax) or -1.
+inline int32_t unpack_attrs_fast(const char* in, uint32_t in_len, char* out) noexcept {
+  char* p = out;
+  char* const cut = out + kAttrsRawMax;
+  uint32_t i = 0;
+  bool first = true;
+  while (i < in_len) {
+    if (in_len - i < kPackedTokenFixed) return -1;
+    const auto tag = static_cast<uint8_t>(in[i]);
+    const uint32_t key_len = static_cast<uint8_t>(in[i + 1]);
+    const uint8_t kind = tag >> 4;
+    const uint32_t n = tag & 0x0f;
+    if ((kind != kPackedUnsigned && kind != kPackedNegative) || n > 8 || key_len > kAttrsRawMax)
+      return -1;
+    if (in_len - i - kPackedTokenFixed < key_len + n) return -1;
+    const char* key = in + i + kPackedTokenFixed;
+    uint64_t v = 0;
+    for (uint32_t b = 0; b < n; ++b)
+      v |= uint64_t{static_cast<uint8_t>(key[key_len + b])} << (8 * b);
+    if (packed_value_bytes(v) != n) return -1;  // a high zero byte: not what pack_token writes
+    if (kind == kPackedNegative && (v == 0 || v > (uint64_t{1} << 63))) return -1;
+    i += kPackedTokenFixed + key_len + n;
+    if (p >= cut) continue;  // past the cut: only checked
+    if (!first) *p++ = ' ';
+    first = false;
+    for (uint32_t k = 0; k < key_len; k += 16) std::memcpy(p + k, key + k, 16);
+    p += key_len;
+    *p++ = '=';
+    if (kind == kPackedNegative) *p++ = '-';
+    p = write_decimal(p, v);
+  }
+  const auto len = static_cast<uint32_t>(p - out);
+  return static_cast<int32_t>(len < kAttrsRawMax ? len : kAttrsRawMax);
 }
 
 // Completes an ordinary record whose payload is in `out` (framing checked): a NUL byte inside
@@ -91,14 +189,17 @@ inline void copy_ordinary_payload(RecordCopy& out, const std::byte* rest) noexce
 // cut at kAttrsRawMax as the producer would have cut it; flags lose kRecordPackedAttrs.
 inline bool finish_ordinary(RecordCopy& out, const RecordWhere& where, std::string& why) {
   RecordHeader& h = out.header;
-  if (std::memchr(out.payload, 0, h.name_len) != nullptr) {
+  if (name_has_nul(out.payload, h.name_len)) {
     why = where.str() + " has a NUL byte inside its name";
     return false;
   }
   if ((h.flags & kRecordPackedAttrs) != 0) {
-    char in[kAttrsPackedMax];
-    std::memcpy(in, out.payload + h.name_len, h.attrs_len);
-    const int32_t n = unpack_attrs(in, h.attrs_len, out.payload + h.name_len, kAttrsRawMax);
+    // The text is written where the packed bytes are: they are copied out first, 16 bytes at a
+    // time (the payload has room for the reads past them).
+    char in[kAttrsPackedMax + 16];
+    for (uint32_t k = 0; k < h.attrs_len; k += 16)
+      std::memcpy(in + k, out.payload + h.name_len + k, 16);
+    const int32_t n = unpack_attrs_fast(in, h.attrs_len, out.payload + h.name_len);
     if (n < 0) {
       why = where.str() + " has malformed packed attributes";
       return false;
@@ -112,8 +213,25 @@ inline bool finish_ordinary(RecordCopy& out, const RecordWhere& where, std::stri
 // The framing of a compact record `c` that must carry sequence number `seq`: one slot, flags
 // kRecordCompact with at most kRecordTsc besides (`allow_tsc`), an attribute count in range (0
 // with kCompactAttrsText), and seq_lo the low 32 bits of `seq`.
-inline bool check_compact_frame(const CompactRecord& c, uint64_t seq, bool allow_tsc,
-                                const RecordWhere& where, std::string& why) {
+[[gnu::cold]] inline bool compact_frame_why(const CompactRecord& c, uint64_t seq,
+                                                           bool allow_tsc,
+                                                           const RecordWhere& where,
+                                                           std::string& why);
+[[gnu::always_inline]] inline bool check_compact_frame(const CompactRecord& c, uint64_t seq,
+                                                       bool allow_tsc, const RecordWhere& where,
+                                                       std::string& why) {
+  // The conditions compact_frame_why() names, all at once.
+  const uint32_t count = c.attrs & 0x7u;
+  const uint16_t allowed = allow_tsc ? (kRecordCompact | kRecordTsc) : kRecordCompact;
+  const bool bad = c.slots != 1 || (c.flags & ~allowed) != 0 || (c.flags & kRecordCompact) == 0 ||
+                   count > kCompactAttrs || ((c.attrs & kCompactAttrsText) != 0 && count != 0) ||
+                   c.seq_lo != static_cast<uint32_t>(seq);
+  if (__builtin_expect(!bad, 1)) return true;
+  return compact_frame_why(c, seq, allow_tsc, where, why);
+}
+
+inline bool compact_frame_why(const CompactRecord& c, uint64_t seq, bool allow_tsc,
+                              const RecordWhere& where, std::string& why) {
   const uint32_t count = c.attrs & 0x7u;
   const bool text = (c.attrs & kCompactAttrsText) != 0;
   if (c.slots != 1) {
@@ -152,8 +270,10 @@ namespace record_decode_detail {
 
 // Appends `key=value` for one compact attribute at `p` and returns the end: the text pack_token
 // and unpack_attrs give for the same attribute (decimal, `-` and the magnitude when negative).
+// Copies kStringMaxBytes of the key whatever its length (`key` must be readable that far; `p`
+// needs kStringMaxBytes + 22 bytes of room).
 inline char* put_attr(char* p, std::string_view key, uint32_t value, bool is_signed) noexcept {
-  std::memcpy(p, key.data(), key.size());
+  std::memcpy(p, key.data(), kStringMaxBytes);
   p += key.size();
   *p++ = '=';
   uint32_t magnitude = value;
@@ -161,7 +281,7 @@ inline char* put_attr(char* p, std::string_view key, uint32_t value, bool is_sig
     *p++ = '-';
     magnitude = 0u - value;  // 2^31 for INT32_MIN: exact in uint32_t
   }
-  return std::to_chars(p, p + 10, magnitude).ptr;
+  return write_decimal(p, magnitude);
 }
 
 }  // namespace record_decode_detail
@@ -170,7 +290,9 @@ inline char* put_attr(char* p, std::string_view key, uint32_t value, bool is_sig
 // record of the same span: flags kRecordTsc of `c` only, the name resolved, the attribute text
 // resolved or formatted as unpack_attrs formats packed integers (cut at kAttrsRawMax alike).
 // `resolve(id, std::string_view& bytes, std::string& why) -> bool` gives a string's raw bytes
-// (1..kStringMaxBytes). Returns false when an id does not resolve (why says which); out.header
+// (1..kStringMaxBytes), which stay readable for kStringMaxBytes from data() (the string table
+// reader's and the binary reader's copies keep kStringMaxBytes per id: strings are copied whole).
+// Returns false when an id does not resolve (why says which); out.header
 // then holds seq, ts_ns, dur_ns, depth (what a caller reports of the dropped record).
 template <class Resolve>
 bool decode_compact(const CompactRecord& c, uint64_t seq, Resolve&& resolve, RecordCopy& out,
@@ -193,7 +315,7 @@ bool decode_compact(const CompactRecord& c, uint64_t seq, Resolve&& resolve, Rec
     why = where.str() + ": name: " + why;
     return false;
   }
-  std::memcpy(out.payload, name.data(), name.size());
+  std::memcpy(out.payload, name.data(), kStringMaxBytes);  // whole: the resolver's promise
   h.name_len = static_cast<uint16_t>(name.size());  // 1..kStringMaxBytes <= kNameRawMax
   char* const attrs = out.payload + name.size();
   if (text) {
@@ -202,14 +324,17 @@ bool decode_compact(const CompactRecord& c, uint64_t seq, Resolve&& resolve, Rec
       why = where.str() + ": attribute text: " + why;
       return false;
     }
-    std::memcpy(attrs, t.data(), t.size());
+    std::memcpy(attrs, t.data(), kStringMaxBytes);
     h.attrs_len = static_cast<uint16_t>(t.size());
     return true;
   }
   if (count == 0) return true;
-  // Formatted whole (at most kCompactAttrs keys of kStringMaxBytes, `=`, 11 characters of value
-  // and a space each), then cut by the copy.
-  char buf[kCompactAttrs * (kStringMaxBytes + 13)];
+  // Formatted whole in place (at most kCompactAttrs keys of kStringMaxBytes, `=`, 11 characters
+  // of value and a space each, put_attr's copies writing up to 22 bytes past a key's end), then
+  // cut by the length.
+  static_assert(kStringMaxBytes + kCompactAttrs * (1 + kStringMaxBytes + 22) <=
+                RecordCopy::kPayloadBytes);
+  char* const buf = attrs;
   char* p = buf;
   for (uint32_t i = 0; i < count; ++i) {
     std::string_view key;
@@ -221,9 +346,7 @@ bool decode_compact(const CompactRecord& c, uint64_t seq, Resolve&& resolve, Rec
     p = record_decode_detail::put_attr(p, key, c.values[i], (c.attrs >> (4 + i) & 1u) != 0);
   }
   const auto n = static_cast<uint32_t>(p - buf);
-  const uint32_t kept = n < kAttrsRawMax ? n : kAttrsRawMax;
-  std::memcpy(attrs, buf, kept);
-  h.attrs_len = static_cast<uint16_t>(kept);
+  h.attrs_len = static_cast<uint16_t>(n < kAttrsRawMax ? n : kAttrsRawMax);
   return true;
 }
 

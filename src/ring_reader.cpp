@@ -35,16 +35,12 @@ ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& out, st
   if ((h.flags & kRecordCompact) != 0) return read_compact(pos, min_seq, out, why);
   if (!check_ordinary_frame(h, avail, min_seq, RecordWhere{"record at slot ", pos}, why))
     return ReadStatus::kCorrupt;
-  // Payload: first kInlinePayloadBytes from the header slot, the rest from the next slots.
-  const uint32_t total = uint32_t{h.name_len} + h.attrs_len;
-  const uint32_t inline_n = total < kInlinePayloadBytes ? total : kInlinePayloadBytes;
-  std::memcpy(out.payload, h.payload, inline_n);
-  uint32_t done = inline_n;
-  for (uint64_t s = 1; done < total; ++s) {
-    const uint32_t n = total - done < kSlotBytes ? total - done : kSlotBytes;
-    std::memcpy(out.payload + done, slots_ + ((pos + s) & mask) * kSlotBytes, n);
-    done += n;
-  }
+  // Payload: the kInlinePayloadBytes of the header slot, then the record's next slots whole
+  // (each wraps on its own; slots <= avail was checked): fixed-size copies, no libc call.
+  std::memcpy(out.payload, h.payload, kInlinePayloadBytes);
+  for (uint64_t s = 1; s < h.slots; ++s)
+    std::memcpy(out.payload + kInlinePayloadBytes + (s - 1) * kSlotBytes,
+                slots_ + ((pos + s) & mask) * kSlotBytes, kSlotBytes);
   if (!finish_ordinary(out, RecordWhere{"record at slot ", pos}, why))
     return ReadStatus::kCorrupt;
   position_ = pos + h.slots;

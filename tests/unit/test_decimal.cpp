@@ -1,6 +1,6 @@
-// write_decimal and write_hex (format/decimal.h) against std::to_chars, the library they stand
+// write_decimal and write_hex (src/decimal.h) against std::to_chars, the library they stand
 // in for: the same bytes for every length, every digit position, both ends of the range.
-#include "format/decimal.h"
+#include "src/decimal.h"
 
 #include <doctest/doctest.h>
 
@@ -66,5 +66,31 @@ TEST_CASE("random values of every bit length agree with std::to_chars in both ba
     const uint64_t v = rng() >> (rng() % 64);  // every magnitude, not only 20-digit values
     REQUIRE(ours(v, 10) == library(v, 10));
     REQUIRE(ours(v, 16) == library(v, 16));
+  }
+}
+
+TEST_CASE("DecimalCache writes what std::to_chars writes, whatever came before") {
+  // The cache keeps the digits of the last v / 10^8: values in and out of its range [10^8,
+  // 10^16), repeats, neighbours across a quotient boundary and random values, in one stream.
+  DecimalCache cache;
+  auto check = [&](uint64_t v) {
+    char buf[24];
+    std::memset(buf, '#', sizeof buf);
+    char* end = cache.write(buf, v);
+    for (size_t i = 20; i < sizeof buf; ++i) REQUIRE(buf[i] == '#');
+    REQUIRE(std::string(buf, end) == library(v, 10));
+  };
+  for (const uint64_t v : edge_values(10)) {
+    check(v);
+    check(v);  // the same quotient again: from the cache
+  }
+  std::mt19937_64 rng(0xdec1a1);
+  uint64_t v = 2'022'531'972'882;
+  for (int i = 0; i < 200'000; ++i) {
+    const uint64_t r = rng();
+    if (r % 11 == 0) v = rng() >> (rng() % 64);          // any length
+    else if (r % 11 == 1) v = (v / 100'000'000 + 1) * 100'000'000 - (r >> 40) % 3;  // a boundary
+    else v += (r >> 16) % 50'000'000;                     // mostly the same quotient
+    check(v);
   }
 }

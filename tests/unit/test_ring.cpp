@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include "src/record_decode.h"
 #include "src/ring.h"
 
 #include <spanring/packed_attrs.h>
@@ -383,6 +384,49 @@ TEST_CASE("unpack_attrs: well-formed lists give their text; any malformed one is
   CHECK(refused({0x10, static_cast<int>(kAttrsRawMax + 1)}));  // key longer than the limit
   CHECK(refused({0x10, 3, 'a', 'b'}));    // key cut short
   CHECK_FALSE(refused({0x10, 2, 'a', 'b'}));
+}
+
+TEST_CASE("unpack_attrs_fast gives unpack_attrs' text, cut and refusals for any list") {
+  // The readers' unpacker (src/record_decode.h) against the producer's: well-formed lists of
+  // random tokens (keys of every length, values of every byte count, both kinds, texts past the
+  // kAttrsRawMax cut) and the same lists with a byte changed, cut short or grown.
+  std::mt19937_64 rng(0xa77c0de);
+  char in[kAttrsPackedMax + 16];
+  char want[kAttrsRawMax];
+  char got[kAttrsWriteRoom];
+  int refused = 0;
+  int cut = 0;
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t n = 0;
+    for (;;) {
+      const uint32_t key_len = rng() % 4 == 0 ? static_cast<uint32_t>(rng() % 40) : 1 + rng() % 8;
+      const uint64_t v = rng() >> (rng() % 65 == 64 ? 0 : rng() % 64);
+      const bool negative = rng() % 3 == 0 && v != 0;
+      const uint64_t magnitude = negative && v > (uint64_t{1} << 63) ? uint64_t{1} << 63 : v;
+      if (n + kPackedTokenFixed + key_len + 8 > kAttrsPackedMax) break;
+      char key[40];
+      for (uint32_t k = 0; k < key_len; ++k) key[k] = static_cast<char>('a' + rng() % 26);
+      n += pack_token(in + n, key, key_len, negative ? kPackedNegative : kPackedUnsigned,
+                      magnitude);
+      if (rng() % 5 == 0) break;
+    }
+    switch (rng() % 4) {
+      case 0: in[rng() % (n + 1 > kAttrsPackedMax ? kAttrsPackedMax : n + 1)] = static_cast<char>(rng()); break;
+      case 1: n = static_cast<uint32_t>(rng() % (n + 1)); break;
+      default: break;
+    }
+    const int32_t a = unpack_attrs(in, n, want, kAttrsRawMax);
+    const int32_t b = unpack_attrs_fast(in, n, got);
+    REQUIRE_MESSAGE(a == b, "list ", i, " of ", n, " bytes: unpack_attrs ", a, ", fast ", b);
+    if (a < 0) {
+      ++refused;
+      continue;
+    }
+    if (a == static_cast<int32_t>(kAttrsRawMax)) ++cut;
+    REQUIRE(std::string(got, static_cast<size_t>(b)) == std::string(want, static_cast<size_t>(a)));
+  }
+  CHECK(refused > 1000);  // both outcomes were exercised
+  CHECK(cut > 1000);
 }
 
 // ---- RingWriter and RingReader on their own (src/ring.h), without the producer library's

@@ -7,10 +7,13 @@
 #include "format/text_reader.h"
 #include "format/text_sink.h"
 
+#include <spanring/encode.h>
 #include <spanring/segment_layout.h>
 
 #include <doctest/doctest.h>
 
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -197,5 +200,69 @@ TEST_CASE("a TextSink keeps the last owner's part of the line: the same line for
     char plain[kMaxLineBytes];
     const size_t n = sink.span(cached, e);
     CHECK(std::string(cached, n) == std::string(plain, format_span(plain, e)));
+  }
+}
+
+TEST_CASE("a byte that needs escaping is found at every position 0..47 of a name and attributes") {
+  // TextSink copies a field that needs no escaping 16 bytes at a time (strace_format.cpp,
+  // copy_plain): every byte value at every position of the first three vectors, in fields of
+  // every length up to 48, must give the line encode_name/encode_attrs (test_encode checks them
+  // against the spec) spell. Garbage after the field in the record must not matter either.
+  TextSink sink;
+  for (size_t len = 1; len <= 48; ++len) {
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (int b = 0; b < 256; ++b) {
+        std::string field(len, 'q');
+        field[pos] = static_cast<char>(b);
+        if (b == 0 && pos == 0) continue;  // an empty name: never a record
+        RecordCopy rec = make_record(0, 1, 1, 0, 0, 0, field, field);
+        // Bytes after the attributes: one that would need escaping, read with the last vector.
+        rec.payload[rec.header.name_len + rec.header.attrs_len] = '%';
+        char line[kMaxLineBytes];
+        const std::string got(line, sink.span(line, SpanEvent::of(1, 2, rec)));
+        char name[kNameCap];
+        char attrs[kAttrsCap];
+        const std::string want =
+            "[mono_ns=2][T0x2][TIMING] emit_host_span: [STRACE] v=1 pid=1 tid=2 inv=0 hid=0 "
+            "depth=0 name=" +
+            std::string(name, encode_name(field.data(), field.size(), name)) + " ts=1 dur=1 " +
+            std::string(attrs, encode_attrs(field.data(), field.size(), attrs)) + "\n";
+        if (got != want) {
+          FAIL_CHECK("byte ", b, " at ", pos, " of ", len, ": got '", got, "', want '", want, "'");
+          return;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a TextSink's cached times and (inv, hid) give the stateless line in any order") {
+  // The sink keeps the leading digits of the last time and the text of the last (inv, hid):
+  // lines that share them, lines that do not, and values at every length must all be the lines
+  // format_span writes without the caches.
+  TextSink sink;
+  std::mt19937_64 rng(0x7e57ca5e);
+  const uint64_t edges[] = {0, 9, 10, 99'999'999, 100'000'000, 100'000'001, 199'999'999,
+                            9'999'999'999'999'999ull, 10'000'000'000'000'000ull, UINT64_MAX};
+  uint64_t ts = 2'022'531'972'882;
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t r = rng();
+    if (r % 7 == 0) ts = edges[rng() % std::size(edges)];
+    else if (r % 7 == 1) ts = rng() >> (rng() % 64);
+    else ts += rng() % 200'000'000;  // mostly the same leading digits, sometimes not
+    const uint64_t dur = r % 5 == 0 ? rng() >> (rng() % 64) : rng() % 100'000;
+    const uint64_t inv = r % 3 == 0 ? rng() >> (rng() % 64) : (r >> 8) % 3;
+    const uint64_t hid = r % 4 == 0 ? rng() >> (rng() % 64) : ((r >> 12) % 2) * 0x9f3c2a1b5d7e6f01ull;
+    const RecordCopy rec = make_record(1, ts, dur, inv, hid, static_cast<uint32_t>(r % 12),
+                                       "chip.run", "k=1");
+    SpanEvent e = SpanEvent::of(7, 8, rec);
+    char cached[kMaxLineBytes];
+    char plain[kMaxLineBytes];
+    const std::string got(cached, sink.span(cached, e));
+    const std::string want(plain, format_span(plain, e));
+    if (got != want) {
+      FAIL_CHECK("line ", i, ": got '", got, "', want '", want, "'");
+      return;
+    }
   }
 }
