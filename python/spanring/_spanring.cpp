@@ -25,13 +25,13 @@
 // recorded (RuntimeWarning), because ending it there would pop another thread's depth.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pythread.h>
 
 #include <spanring/segment_layout.h>
 #include <spanring/span.h>
 
 #include "src/id_span.h"
 
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <new>
@@ -60,9 +60,17 @@ PyObject* g_current_thread = nullptr;  // threading.current_thread
 // tuple of its code object, so a loop checks its keys once.
 PyObject* g_checked_kwnames = nullptr;
 
-// Whether this thread has given its Python name to the library (set_thread_name) yet. Kept
-// across fork: the forking thread keeps its Python name in the child.
-__attribute__((tls_model("initial-exec"))) thread_local bool t_named = false;
+// This thread's serial: 0 until its first span or invocation enters, then a number no other
+// thread of the process is given (g_next_thread_serial), which spans and invocations keep to
+// tell whether they end on the thread that began them. Not PyThread_get_thread_ident(): that
+// is the pthread_t, which glibc hands to a new thread as soon as one exits, so a span left open
+// by an exited thread (a suspended generator, say) passed the check on the next thread and
+// ended on a state that was not its own (a null one: a crash; another thread's: its depth).
+// Set also means this thread has given its Python name to the library (set_thread_name). Kept
+// across fork: the forking thread is the child's, its open spans are still its own there.
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_serial = 0;
+// relaxed: only uniqueness matters, and each thread reads back its own value.
+std::atomic<uint64_t> g_next_thread_serial{0};
 
 // ---- helpers
 
@@ -83,7 +91,7 @@ std::string_view utf8(PyObject* s, PyObject** keep) {
 // The calling thread's Python name becomes its ring's thread name (before its first span
 // claims the ring). Failures only leave the kernel's name.
 void name_thread() {
-  t_named = true;
+  t_serial = g_next_thread_serial.fetch_add(1, std::memory_order_relaxed) + 1;
   PyObject* t = PyObject_CallNoArgs(g_current_thread);
   PyObject* name = t != nullptr ? PyObject_GetAttrString(t, "name") : nullptr;
   if (name != nullptr && PyUnicode_Check(name)) {
@@ -97,6 +105,13 @@ void name_thread() {
   Py_XDECREF(name);
   Py_XDECREF(t);
   PyErr_Clear();
+}
+
+// The calling thread's serial (t_serial), given on its first call (which also names the
+// thread for the library).
+inline uint64_t thread_serial() {
+  if (__builtin_expect(t_serial == 0, 0)) name_thread();
+  return t_serial;
 }
 
 // The keyword attributes of a span() call: keys must be identifiers (ValueError), values int,
@@ -247,7 +262,7 @@ struct SpanObject {
   PyObject* kwnames;         // tuple of keys, strong; nullptr: no attributes
   PyObject** values;         // nattrs strong references: inline_values or a PyMem block
   Py_ssize_t nattrs;
-  unsigned long thread;      // PyThread_get_thread_ident() of the thread that entered it
+  uint64_t thread;           // thread_serial() of the thread that entered it
   uint8_t mode;              // kClosed, kBySpan, kById
   // kById: the attributes as the compact record holds them.
   uint32_t negative;         // bit i: cvalues[i] is negative (two's complement)
@@ -444,7 +459,7 @@ void end_by_text(SpanObject* self) {
 void end_span(SpanObject* self) {
   const uint8_t mode = self->mode;
   self->mode = kClosed;
-  if (self->thread == PyThread_get_thread_ident()) {
+  if (self->thread == thread_serial()) {
     if (mode == kById) {
       if (!spanring::detail::id_span_end_compact(self->id, self->cvalues, self->key_ids,
                                                  static_cast<uint32_t>(self->nattrs),
@@ -628,8 +643,7 @@ PyObject* Span_enter(SpanObject* self, PyObject*) {
     PyErr_SetString(PyExc_RuntimeError, "spanring: this span is already open");
     return nullptr;
   }
-  if (!t_named) name_thread();
-  self->thread = PyThread_get_thread_ident();
+  self->thread = thread_serial();
   if (__builtin_expect(g_by_id && spanring::enabled() && resolve_ids(self), 1)) {
     spanring::detail::id_span_begin(self->id, self->id.name_id);
     self->mode = kById;
@@ -927,7 +941,7 @@ struct InvocationObject {
   PyObject_HEAD
   uint64_t inv;
   uint64_t hid;
-  unsigned long thread;
+  uint64_t thread;  // thread_serial() of the thread that entered it
   bool entered;
   alignas(spanring::Invocation) unsigned char storage[sizeof(spanring::Invocation)];
 };
@@ -962,7 +976,7 @@ PyObject* Invocation_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 
 void invocation_end(InvocationObject* self) {
   self->entered = false;
-  if (self->thread == PyThread_get_thread_ident()) {
+  if (self->thread == thread_serial()) {
     std::launder(reinterpret_cast<spanring::Invocation*>(self->storage))->~Invocation();
     return;
   }
@@ -986,8 +1000,8 @@ PyObject* Invocation_enter(InvocationObject* self, PyObject*) {
     PyErr_SetString(PyExc_RuntimeError, "spanring: this invocation is already entered");
     return nullptr;
   }
+  self->thread = thread_serial();
   new (self->storage) spanring::Invocation(self->inv, self->hid);
-  self->thread = PyThread_get_thread_ident();
   self->entered = true;
   Py_INCREF(self);
   return reinterpret_cast<PyObject*>(self);

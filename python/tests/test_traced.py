@@ -271,3 +271,53 @@ def test_a_span_left_on_another_thread_is_not_recorded_and_warns(traced):
     assert r.named("ext.app.gen") == []
     # The main thread still counts the unrecorded span open (docs/python.md, Threads).
     assert r.one("ext.app.other_thread_ok")["depth"] == 1
+
+
+def test_a_span_left_by_an_exited_thread_is_not_ended_on_the_next_thread(traced):
+    # glibc gives a new thread the pthread_t of one that exited, so a thread's identity must be
+    # one no later thread can have: a span and an invocation left open by an exited thread,
+    # ended on the next thread (which may get the same pthread_t), warn and record nothing;
+    # that thread's own spans keep their depth and invocation. Twenty rounds: the pthread_t of
+    # a joined thread is reused most of the time.
+    r = traced("""
+        import json, threading, warnings, spanring
+
+        def gen():
+            with spanring.span("gen"):
+                yield 1
+
+        caught = []
+        for _ in range(20):
+            left = {}
+            def begin():
+                g = gen()
+                next(g)              # the span begins on this thread, which then exits
+                inv = spanring.invocation(42, 0x42)
+                inv.__enter__()
+                left["g"], left["inv"] = g, inv
+            t = threading.Thread(target=begin)
+            t.start()
+            t.join()
+            def finish():
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    with spanring.invocation(5, 0x5):
+                        with spanring.span("before"):
+                            pass
+                        left["g"].close()
+                        left["inv"].__exit__(None, None, None)
+                        with spanring.span("after"):
+                            pass
+                caught.extend(str(x.message) for x in w)
+            t = threading.Thread(target=finish)
+            t.start()
+            t.join()
+        json.dump(caught, open(SIDE, "w"))
+    """)
+    assert len(r.side) == 40 and all("another thread" in m for m in r.side)
+    assert r.named("ext.app.gen") == []
+    for name in ("ext.app.before", "ext.app.after"):
+        spans = r.named(name)
+        assert len(spans) == 20
+        for s in spans:
+            assert (s["inv"], s["hid"], s["depth"]) == (5, "5", 0), s
