@@ -584,10 +584,11 @@ class Span {
         const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
-        // & rather than &&: one branch for the whole test.
-        known = (memo.count == count) &
-                (memo.serial == strings_->serial.load(std::memory_order_relaxed)) &
-                detail::same_keys(memo.keys, keys_);
+        // & rather than &&: one branch for the whole test (on ints: clang's -Wall warns of & on
+        // bools).
+        known = (int{memo.count == count} &
+                 int{memo.serial == strings_->serial.load(std::memory_order_relaxed)} &
+                 int{detail::same_keys(memo.keys, keys_)}) != 0;
         keys = memo.ids;
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a

@@ -116,7 +116,17 @@ __attribute__((always_inline)) inline bool ready_below(const ThreadState& t,
 
 // The calling thread's state; null until its first record (or Invocation, set_thread_name).
 // __thread, not thread_local: no TLS wrapper call, the pointer is constant-initialised.
+// clang gives an extern variable the visibility of its type unless the declaration names one,
+// so a program built with clang++ could not link to libspanring.so (hidden symbol
+// 'spanring::detail::t_self' isn't defined): for clang the reference is named default. Not for
+// GCC, which builds the library: there the declaration would override the definition's
+// protected visibility (attach.cpp).
+#if defined(__clang__)
+extern __attribute__((tls_model("initial-exec"), visibility("default"))) __thread ThreadState*
+    t_self;
+#else
 extern __attribute__((tls_model("initial-exec"))) __thread ThreadState* t_self;
+#endif
 
 // The counter Spans are timed with ("TSC" throughout: kRecordTsc, anchor_tsc). x86-64: the TSC
 // (rdtsc). aarch64: the generic timer's virtual count, cntvct_el0, a constant-rate counter the

@@ -10,6 +10,8 @@
 #   check_install.sh header NAME       include/spanring/NAME compiles alone, -Wall -Wextra -Werror
 #                                      -pedantic, in C++17 and C++20 (spanring.h also in C99)
 #   check_install.sh pkgconfig_c       a C99 program: cc app.c $(pkg-config --cflags --libs spanring)
+#   check_install.sh pkgconfig_cxx_clang  the C++ app (cxx/app.cpp) built with clang++ (C++17 and C++20,
+#                                      -O0 and -O2) against the installed shared library; skip without clang++
 #   check_install.sh pkgconfig_static_c  the same linked with libspanring.a (pkg-config --static)
 #   check_install.sh cmake_cxx17       a C++17 program: CMake find_package(spanring CONFIG),
 #                                      spanring::spanring and spanring::spanring_static
@@ -370,6 +372,33 @@ cmake_cxx17)
     --expect "${cxx_spans[@]}" --attr "built_with=cmake"
   trace_run cmake_static "$tmp/cmake-build/app_static" cmake_static \
     --expect "${cxx_spans[@]}" --attr "built_with=cmake_static"
+  ;;
+
+pkgconfig_cxx_clang)
+  # The C++ API from a program built with clang++ (each standard the headers support), linked
+  # to the installed shared library: clang gives an extern variable the visibility of its type
+  # unless the declaration names one, and the inline record path refers to t_self.
+  command -v clang++ >/dev/null || skip "clang++ is not installed (apt-get install clang)"
+  command -v pkg-config >/dev/null || skip "pkg-config is not installed (apt-get install pkg-config)"
+  [ "$SPANRING_SANITIZE" = none ] \
+    || skip "a sanitized libspanring needs its consumer built with the same compiler's runtime"
+  install_into_tmp
+  export PKG_CONFIG_PATH=$libdir/pkgconfig
+  # shellcheck disable=SC2207 # pkg-config's output is a list of words
+  cflags=($(pkg-config --cflags spanring))
+  # shellcheck disable=SC2207
+  libs=($(pkg-config --libs spanring))
+  lib_path=$(pkg-config --variable=libdir spanring)
+  for std in c++17 c++20; do
+    for opt in -O0 -O2; do
+      run clang++ "-std=$std" "$opt" "${warn_flags[@]}" "${cflags[@]}" "$here/cxx/app.cpp" \
+        -o "$tmp/app-$std$opt" "${libs[@]}" "-Wl,-rpath,$lib_path" \
+        || fail "clang++ -std=$std $opt with pkg-config's flags"
+    done
+  done
+  check_loads_lib "$tmp/app-c++17-O2"
+  trace_run clang17 "$tmp/app-c++17-O2" clang17 --expect "${cxx_spans[@]}" --attr "built_with=clang17"
+  trace_run clang20 "$tmp/app-c++20-O0" clang20 --expect "${cxx_spans[@]}" --attr "built_with=clang20"
   ;;
 
 meson | meson_subproject)
