@@ -166,8 +166,8 @@ inline void wait_for_next_poll(Drainer& drainer, int64_t wait_us) {
 
 // Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
 // owner died must be freed even while other rings keep the drainer busy), and the segment's
-// name once a second and once at the end; offers the status line an update every 100 ms (it redraws once a
-// second) and erases it on the way out.
+// name once a second and once at the end; offers the status line an update every 100 ms (it
+// redraws once a second) and erases it on the way out.
 template <class Done>
 void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& status,
                 Done&& done) {
