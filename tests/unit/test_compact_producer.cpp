@@ -11,6 +11,8 @@
 #include <spanring/simpler_host_span.h>
 #include <spanring/span.h>
 
+#include "producer_test_util.h"
+
 #include <spanring/spanring.h>
 
 #include <sys/mman.h>
@@ -24,100 +26,15 @@
 #include <vector>
 
 using namespace spanring;
+using producer_test::Slot;
+using producer_test::TestSegment;
+using producer_test::unique_name;
 
 namespace {
 
 #ifndef __OPTIMIZE__
 #error "test_compact_producer.cpp must be compiled with optimization (literal detection)"
 #endif
-
-std::string unique_name(const char* what) {
-  static int n = 0;
-  return "spanring-test-compact-" + std::to_string(::getpid()) + "-" + what + "-" +
-         std::to_string(n++);
-}
-
-// One record as the slots hold it: the first slot's bytes.
-struct Slot {
-  uint16_t flags() const { return get<uint16_t>(offsetof(RecordHeader, flags)); }
-  uint16_t slots() const { return get<uint16_t>(offsetof(RecordHeader, slots)); }
-  CompactRecord compact() const {
-    CompactRecord c;
-    std::memcpy(&c, bytes, sizeof c);
-    return c;
-  }
-  RecordHeader header() const {
-    RecordHeader h;
-    std::memcpy(&h, bytes, sizeof h);
-    return h;
-  }
-  template <class T>
-  T get(size_t at) const {
-    T v;
-    std::memcpy(&v, bytes + at, sizeof v);
-    return v;
-  }
-  unsigned char bytes[kSlotBytes];
-  std::string payload;  // an ordinary record's name and attribute bytes, from all its slots
-};
-
-// A segment for one test, attached to; every record is made on a fresh thread (a fresh ring).
-struct TestSegment {
-  std::string name;
-  Segment seg;
-  explicit TestSegment(const char* what, uint32_t capacity = 256)
-      : name(unique_name(what)), seg(Segment::create(name, SegmentOptions{4, capacity})) {
-    REQUIRE(attach(name.c_str()));
-  }
-  ~TestSegment() { Segment::remove(name); }
-
-  // Runs f on a new thread and returns the first slot of each record its ring received.
-  template <class F>
-  std::vector<Slot> records_of(F&& f) {
-    uint32_t ring = ~0u;
-    std::thread([&] {
-      f();
-      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
-      for (uint32_t i = 0; i < seg.ring_count(); ++i)
-        if (seg.ring(i).owner_tid == tid &&
-            seg.ring(i).state.load(std::memory_order_acquire) == kRingActive)
-          ring = i;
-    }).join();
-    REQUIRE(ring != ~0u);
-    return slots_of(ring);
-  }
-  std::vector<Slot> slots_of(uint32_t ring) {
-    std::vector<Slot> out;
-    const uint64_t head = seg.ring(ring).head.load(std::memory_order_acquire);
-    const uint64_t cap = seg.ring_capacity();
-    for (uint64_t pos = seg.ring(ring).tail.load(std::memory_order_acquire); pos < head;) {
-      Slot s;
-      std::memcpy(s.bytes, seg.ring_slots(ring) + (pos % cap) * kSlotBytes, kSlotBytes);
-      REQUIRE(s.slots() >= 1);
-      REQUIRE(s.slots() <= kMaxRecordSlots);
-      s.payload.assign(reinterpret_cast<const char*>(s.bytes) + offsetof(RecordHeader, payload),
-                       kInlinePayloadBytes);
-      for (uint64_t k = 1; k < s.slots(); ++k)
-        s.payload.append(reinterpret_cast<const char*>(seg.ring_slots(ring)) +
-                             ((pos + k) % cap) * kSlotBytes,
-                         kSlotBytes);
-      pos += s.slots();
-      out.push_back(s);
-    }
-    return out;
-  }
-  // The bytes of string id `id`, checked as the drainer checks them.
-  std::string string(uint32_t id) {
-    REQUIRE(id > 0);
-    REQUIRE(id < kStringTableEntries);
-    const StringEntry& e = seg.view().strings()[id];
-    REQUIRE(e.state.load(std::memory_order_acquire) == kStringReady);
-    REQUIRE(e.len >= 1);
-    REQUIRE(e.len <= kStringMaxBytes);
-    CHECK(string_hash(e.bytes, e.len) == e.hash);
-    return std::string(e.bytes, e.len);
-  }
-};
 
 // The name and the attribute text of an ordinary record.
 std::string name_of(const Slot& s) { return s.payload.substr(0, s.header().name_len); }
