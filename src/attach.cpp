@@ -160,12 +160,60 @@ void on_fork_child() noexcept {
 
 }  // namespace
 
+namespace {
+
+// A thread of this copy of the library that holds a ring of the attached segment, or null.
+// Racy by nature against a thread claiming a ring meanwhile, which attach() does not support.
+const ThreadState* state_holding_ring() noexcept {
+  // acquire: pairs with the push's release (a state's fields are written before it is seen).
+  for (const ThreadState* s = g_states.load(std::memory_order_acquire); s != nullptr;
+       s = s->next_state)
+    if (s->in_use.load(std::memory_order_acquire) != 0 && s->ring.shared() != nullptr) return s;
+  return nullptr;
+}
+
+// The name attach_segment last attached to (NUL-terminated; empty when longer).
+char g_attached_name[256];
+
+// A segment that cannot be used: tracing is disabled, unless this process is attached to a
+// segment already, which it keeps (a failed attach of another name never ends a working one).
+void attach_failed(const char* name, const char* why) noexcept {
+  if (detail::g_segment.load(std::memory_order_relaxed) == nullptr) {
+    disable(why);
+    return;
+  }
+  std::fprintf(stderr, "spanring: attach(\"%s\") failed, still recording as before: %s\n", name,
+               why);
+}
+
+}  // namespace
+
 bool attach_segment(const char* name) noexcept {
   try {
     Segment seg = Segment::open(name);
     // The geometry as validated once by the segment's view; never read from the header again.
     const SegmentView& view = seg.view();
     ProcessState& p = g_process;
+    // A thread that holds a ring keeps writing it: its ring is the old segment's, and the ids its
+    // records carry would come from the new segment's table, naming other strings there. So
+    // another segment is refused while any thread holds a ring (the process records on where it
+    // was, nothing lost); the same segment again is a no-op. (Rings are released at thread exit
+    // and forgotten by a fork child, so attaching first thing in a child or before the first
+    // record always works.)
+    if (p.header != nullptr && state_holding_ring() != nullptr) {
+      const SegmentHeader& now = view.header();
+      if (std::strcmp(g_attached_name, name) == 0 && p.header->creator_pid == now.creator_pid &&
+          p.header->creator_start_time == now.creator_start_time &&
+          p.header->segment_bytes == now.segment_bytes && p.ring_count == view.ring_count() &&
+          p.ring_capacity == view.ring_capacity())
+        return true;  // the same segment (name, creator and geometry): nothing changes
+      std::fprintf(stderr,
+                   "spanring: attach(\"%s\") refused: threads of this process already record into "
+                   "another segment; attach before the first record (or first thing in a forked "
+                   "child)\n",
+                   name);
+      return false;
+    }
     p.header = &view.header();
     p.rings = &view.ring(0);
     p.slots = view.ring_slots(0);
@@ -184,15 +232,19 @@ bool attach_segment(const char* name) noexcept {
     static bool atfork_done = false;
     if (!atfork_done)
       atfork_done = pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child) == 0;
+    if (std::strlen(name) < sizeof g_attached_name)
+      std::memcpy(g_attached_name, name, std::strlen(name) + 1);
+    else
+      g_attached_name[0] = '\0';
     void* base = seg.base();
     seg.leak();  // never unmapped: threads may still emit while the process exits
     // release: the ProcessState fields above are visible to any thread that sees non-null.
     detail::g_segment.store(base, std::memory_order_release);
     return true;
   } catch (const std::exception& e) {
-    disable(e.what());
+    attach_failed(name, e.what());
   } catch (...) {
-    disable("unknown error while attaching");
+    attach_failed(name, "unknown error while attaching");
   }
   return false;
 }

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -262,6 +263,59 @@ TEST_CASE("a forked child that attaches to another segment resolves a site's ids
     found = true;
   }
   CHECK(found);
+  Segment::remove(name2);
+}
+
+TEST_CASE("attach() to another segment is refused while a thread holds a ring") {
+  TestSegment t1("held_ring1");
+  const std::string name2 = unique_name("held_ring2");
+  Segment seg2 = Segment::create(name2, SegmentOptions{4, 256});
+  // A thread records, then waits (holding its ring) while the test attaches.
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  uint32_t tid = 0;
+  std::thread holder([&] {
+    site_span(1);
+    std::unique_lock<std::mutex> lock(m);
+    tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    step = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return step == 2; });
+    lock.unlock();
+    site_span(2);  // after the refused attach: still the first segment, with its ids
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return step == 1; });
+  }
+  CHECK_FALSE(attach(name2.c_str()));
+  CHECK(attach(t1.name.c_str()));  // the same segment: a no-op
+  // A name that cannot be opened: false, and the attached segment stays (not disabled).
+  CHECK_FALSE(attach(unique_name("held_ring_missing").c_str()));
+  CHECK(enabled());
+  {
+    std::lock_guard<std::mutex> lock(m);
+    step = 2;
+  }
+  cv.notify_all();
+  holder.join();
+  uint32_t ring = ~0u;
+  for (uint32_t i = 0; i < t1.seg.ring_count(); ++i)
+    if (t1.seg.ring(i).owner_tid == tid) ring = i;
+  REQUIRE(ring != ~0u);
+  const auto recs = t1.slots_of(ring);
+  REQUIRE(recs.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    REQUIRE((recs[k].flags() & kRecordCompact) != 0);
+    CHECK(t1.string(recs[k].compact().name) == "reattach.site");
+    CHECK(t1.string(recs[k].compact().keys[0]) == "reattach_key");
+    CHECK(recs[k].compact().values[0] == k + 1);
+  }
+  for (uint32_t i = 0; i < seg2.ring_count(); ++i)
+    CHECK(seg2.ring(i).head.load(std::memory_order_acquire) == 0);
+  // The thread has exited and released its ring: now the other segment is taken.
+  CHECK(attach(name2.c_str()));
   Segment::remove(name2);
 }
 
