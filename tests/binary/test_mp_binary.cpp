@@ -270,7 +270,7 @@ TEST_CASE("rotated binary files and flight-recorder snapshots each define their 
   }
 }
 
-TEST_CASE("every record kind, drops and unfinished spans: binary v3 converts to the drainer's own text") {
+TEST_CASE("every record kind, drops and unfinished spans: binary v4 converts to the drainer's own text") {
   // Small rings and bursts: ring_full drops; invalid markers; compact, packed, text and cut
   // records; clk=dev; unfinished spans of a process that _exits inside them. The run writes
   // the binary trace (runs of ring records and string definitions) and, from the same records,
@@ -293,10 +293,11 @@ TEST_CASE("every record kind, drops and unfinished spans: binary v3 converts to 
     REQUIRE(bytes.size() > spanring::kFileHeaderBytes);
     uint32_t version = 0;
     std::memcpy(&version, bytes.data() + 8, sizeof version);
-    CHECK(version == 3);
+    CHECK(version == 4);
     const std::map<int, uint64_t> types = event_types(bytes);
     CHECK(types.count(7) == 1);  // string definitions
     CHECK(types.count(8) == 1);  // runs of ring records
+    CHECK(types.count(9) == 1);  // the drainer's clock samples (runs keep TSC times)
     const std::string converted = tmp.file("converted.strace");
     const RunResult conv =
         run_process({spanring, "convert", binary, "--to", "strace", "-o", converted});
