@@ -186,7 +186,52 @@ std::string check_run(const char* body, size_t len, size_t fixed, bool tsc, RunS
 // RunBody4); with RunBody4, a record's TSC times are converted with the file's clock samples
 // and the run's anchor as the drainer converts them (TscClock::span_ns), and with no clock
 // sample read yet such a record is damage (a corrupt drop), as it cannot be placed in time.
-void deliver_run(const char* body, size_t fixed, RunShape shape, EventVisitor& v,
+// A run with a record the decoder's framing checks refuse (run_shape() kDamaged): record by
+// record, each checked as the decoder checks it, then decoded alone, or delivered as a corrupt
+// drop. Out of line (rare): the common path keeps one inlined decoder.
+template <class Resolve, class OnSpan, class OnCorrupt>
+[[gnu::noinline]] void deliver_damaged(const char* slots, const RunBody& b, bool tsc,
+                                       Resolve& resolve, RecordCopy& rec, OnSpan& on_span,
+                                       OnCorrupt& corrupt) {
+  uint32_t at = 0;
+  std::string why;
+  for (uint32_t i = 0; i < b.records; ++i) {
+    const uint64_t seq = b.first_seq + i;
+    const char* const slot = slots + size_t{at} * kSlotBytes;
+    RecordHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    const RecordWhere where{"run record ", i, " at slot ", at};
+    bool frames;
+    if ((h.flags & kRecordCompact) != 0) {
+      CompactRecord c;
+      std::memcpy(&c, slot, sizeof c);
+      frames = check_compact_frame(c, seq, tsc, where, why);
+      at += 1;
+    } else {
+      frames = check_ordinary_frame(h, b.slots - at, seq, where, why);
+      at += h.slots;  // framed: 1..kMaxRecordSlots within the run (check_run)
+    }
+    if (frames) decode_run(slot, 1, seq, resolve, rec, on_span, corrupt);
+    else corrupt(seq, why);
+  }
+}
+
+// A version 3 run (no TSC time: check_run refused any), out of line for the same reason.
+template <class Resolve, class OnCorrupt>
+[[gnu::noinline]] void deliver_v3(const char* slots, const RunBody& b, EventVisitor& v,
+                                  Resolve& resolve, RecordCopy& rec, OnCorrupt& corrupt) {
+  auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
+  decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
+}
+
+// Delivers the records of a run whose framing check_run() accepted: each decoded exactly as the
+// drainer decodes the ring (src/record_decode.h); a record that does not decode, or fails the
+// decoder's framing checks (`shape` kDamaged), is delivered as one corrupt drop and counted in
+// `st`. `fixed`: the body's fixed part (RunBody or RunBody4); with RunBody4, a record's TSC
+// times are converted with the file's clock samples and the run's anchor as the drainer
+// converts them (TscClock::span_ns), and with no clock sample read yet such a record is damage
+// (a corrupt drop), as it cannot be placed in time.
+[[gnu::flatten]] void deliver_run(const char* body, size_t fixed, RunShape shape, EventVisitor& v,
                  FileState& st, RecordCopy& rec) {
   RunBody b;
   std::memcpy(&b, body, sizeof b);
@@ -200,23 +245,29 @@ void deliver_run(const char* body, size_t fixed, RunShape shape, EventVisitor& v
     if (st.damaged++ == 0) st.first_damage = why;
     v.drops(DropsEvent{b.pid, b.tid, 1, seq, seq, DropReason::kCorrupt});
   };
-  TscClock::Pair anchor{0, 0};
-  if (v4) {
-    RunBody4 b4;
-    std::memcpy(&b4, body, sizeof b4);
-    anchor = TscClock::Pair{b4.anchor_tsc, b4.anchor_ns};
+  const char* const slots = body + fixed;
+  if (!v4) {
+    if (shape == RunShape::kWhole) {
+      deliver_v3(slots, b, v, resolve, rec, corrupt);
+    } else {
+      auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
+      deliver_damaged(slots, b, false, resolve, rec, on_span, corrupt);
+    }
+    return;
   }
+  RunBody4 b4;
+  std::memcpy(&b4, body, sizeof b4);
   static const TscClock kNoClock{TscClock::Replay{}};
-  const TscClock::Spans spans(st.clock ? *st.clock : kNoClock, anchor);
+  const TscClock::Spans spans(st.clock ? *st.clock : kNoClock,
+                              TscClock::Pair{b4.anchor_tsc, b4.anchor_ns});
   const bool have_clock = st.clock != nullptr;
   auto on_span = [&](const RecordCopy& decoded) {
     // `decoded` is `rec`, this reader's own record, which decode_run passes back as const: its
-    // times are converted in place before delivery. (A version 3 run holds no TSC time:
-    // check_run refused it.)
+    // times are converted in place before delivery.
     RecordCopy& r = const_cast<RecordCopy&>(decoded);
     RecordHeader& h = r.header;
     if (h.flags & kRecordTsc) {
-      if (!have_clock) {
+      if (__builtin_expect(!have_clock, 0)) {
         corrupt(h.seq, "run record " + std::to_string(h.seq - b.first_seq) +
                            " carries TSC times, and no clock event precedes it");
         return;
@@ -228,33 +279,11 @@ void deliver_run(const char* body, size_t fixed, RunShape shape, EventVisitor& v
     }
     v.span(SpanEvent::of(b.pid, b.tid, r));
   };
-  const char* const slots = body + fixed;
-  if (shape == RunShape::kWhole) {
-    decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
+  if (shape != RunShape::kWhole) {
+    deliver_damaged(slots, b, true, resolve, rec, on_span, corrupt);
     return;
   }
-  // Record by record: each checked as the decoder's framing checks it, then decoded alone.
-  uint32_t at = 0;
-  std::string why;
-  for (uint32_t i = 0; i < b.records; ++i) {
-    const uint64_t seq = b.first_seq + i;
-    const char* const slot = slots + size_t{at} * kSlotBytes;
-    RecordHeader h;
-    std::memcpy(&h, slot, sizeof h);
-    const RecordWhere where{"run record ", i, " at slot ", at};
-    bool frames;
-    if ((h.flags & kRecordCompact) != 0) {
-      CompactRecord c;
-      std::memcpy(&c, slot, sizeof c);
-      frames = check_compact_frame(c, seq, v4, where, why);
-      at += 1;
-    } else {
-      frames = check_ordinary_frame(h, b.slots - at, seq, where, why);
-      at += h.slots;  // framed: 1..kMaxRecordSlots within the run (check_run)
-    }
-    if (frames) decode_run(slot, 1, seq, resolve, rec, on_span, corrupt);
-    else corrupt(seq, why);
-  }
+  decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
 }
 
 // Checks (and, with a visitor, delivers) the events of one payload. Returns "" when every event
