@@ -157,13 +157,15 @@ class Drainer {
   };
 
   void drain_ring(uint32_t index, bool final_pass);
-  // The run path (binary version 3, Sink::runs()): copies the ring's slots from the reader's
-  // position up to `stop` (at most kMaxRunSlots) into the buffer after a run header, checks
-  // each record of the copy only for what frames it and keeps the file readable, and writes
-  // the well-formed prefix as one run event. Returns the records taken; 0 when the record at
-  // the position needs the record-by-record path (a marker, a gap, a bad string, a corrupt
-  // record, a TSC duration that no longer fits, --max-size), -1 when it wrote string
-  // definitions and the caller should call again.
+  // The run path (binary version 3 and 4, Sink::runs()): copies the ring's slots from the
+  // reader's position up to `stop` (at most kMaxRunSlots) into the buffer after a run header,
+  // checks each record of the copy only for what frames it (scan_run in drainer.cpp: slot
+  // count, flags, sequence number, string ids defined) and writes the framed prefix as one run
+  // event; TSC times stay for the reader (clock_events_, after write_clock()) or are converted
+  // in the copy. Returns the records taken; 0 when the record at the position needs the
+  // record-by-record path (a marker, a gap, a bad string or frame, a TSC duration that no
+  // longer fits where the drainer converts, --max-size, no room for the clock), -1 when it
+  // wrote string definitions or clock samples and the caller should call again.
   int64_t drain_run(uint32_t index, RingState& rs, uint64_t stop);
   // Defines string `id` in the current file when it is not yet (event 7 at `p`, advancing it).
   // False when the id does not resolve in the segment's table.
