@@ -16,10 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <unordered_map>
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 namespace spanring {
 namespace {
@@ -40,11 +41,24 @@ constexpr uint32_t kClaimStuckChecks = 50;
 
 // A process' command line (NUL-separated arguments) from /proc, at most 4 KiB; empty when the
 // process is gone.
+// open/read rather than an ifstream: its locale and buffer set-up cost the drainer's first
+// record of a process several thousand instructions.
 std::string read_cmdline(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
   std::string s(4096, '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  s.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    while (got < s.size()) {
+      const ssize_t n = ::read(fd, s.data() + got, s.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  s.resize(got);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
@@ -70,6 +84,7 @@ Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
   h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
   runs_ = sink.runs();
+  clock_events_ = sink.clock_events();
   destination.attach(events_, sink.max_event_bytes());
 }
 
@@ -98,7 +113,11 @@ void Drainer::new_file(uint64_t dev, uint64_t ino) {
   // The new file reads alone: its own header, and every process and thread announced again
   // before its first span there.
   sink_.begin_file();
-  std::fill(defined_.begin(), defined_.end(), 0);
+  defined_ = fresh_defined();
+  runs_ = sink_.runs();
+  clock_events_ = sink_.clock_events();
+  clock_reset_ = true;
+  clock_pending_.clear();
   anchored_pids_.clear();
   for (RingState& rs : rings_) {
     rs.anchor_known = false;
@@ -176,8 +195,11 @@ void Drainer::durable(bool failed, uint64_t end) {
     // The records are not in the file: they were counted as written when formatted.
     stats_.written -= c.records;
     stats_.unwritten += c.records;
-    // Its string definitions are not in the file either: define every string again.
-    std::fill(defined_.begin(), defined_.end(), 0);
+    // Its string definitions and clock samples are not in the file either: define every
+    // string again, and write the whole clock.
+    defined_ = fresh_defined();
+    clock_reset_ = true;
+    clock_pending_.clear();
   }
   // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
   // the journal is pending cuts the file back to the old commit; after, recover() ends it.
@@ -535,16 +557,180 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
 
 bool Drainer::define_string(uint32_t id, char*& p) {
   // id < kStringTableEntries (checked by the caller).
-  uint64_t& word = defined_[id / 64];
-  const uint64_t bit = uint64_t{1} << (id % 64);
-  if (word & bit) return true;
+  if (defined_[id] != 0) return true;
   std::string_view bytes;
   std::string why;
   if (!strings_.resolve(id, bytes, why)) return false;
   p += sink_.string(p, id, bytes);
-  word |= bit;
+  defined_[id] = 1;
   return true;
 }
+
+bool Drainer::write_clock() {
+  for (;;) {
+    const bool reset = clock_reset_;
+    const std::vector<TscClock::Pair>& all = clock_.samples();
+    const TscClock::Pair* from = reset ? all.data() : clock_pending_.data();
+    const size_t n = reset ? all.size() : clock_pending_.size();
+    // In events of at most kMaxClockSamplesPerEvent samples (the whole clock: two at most).
+    const size_t events =
+        n == 0 ? 1 : (n + kMaxClockSamplesPerEvent - 1) / kMaxClockSamplesPerEvent;
+    const size_t bytes = events * Sink::clock_event_bytes(0) + n * sizeof(TscClock::Pair);
+    char* p = reserve(bytes);
+    if (p == nullptr || current_->capacity - current_->len < bytes) return false;
+    // Taking a buffer may have started a new file (Drainer::new_file): it needs the whole clock.
+    if (clock_reset_ != reset) continue;
+    char* const start = p;
+    size_t done = 0;
+    bool first = reset;
+    do {
+      const auto k = static_cast<uint32_t>(std::min<size_t>(n - done, kMaxClockSamplesPerEvent));
+      p += sink_.clock(p, first, from + done, k);
+      first = false;
+      done += k;
+    } while (done < n);
+    commit(static_cast<size_t>(p - start));
+    clock_reset_ = false;
+    clock_pending_.clear();
+    return true;
+  }
+}
+
+namespace {
+
+// Where drain_run's check of a run's copy stands: the next slot and sequence number, and the
+// slot of the last record taken (with its raw start time and depth when TSC times are
+// converted in the copy, which overwrites them).
+struct RunScan {
+  uint64_t at = 0;
+  uint64_t seq = 0;
+  uint64_t last_at = UINT64_MAX;
+  uint64_t last_ts = 0;
+  uint32_t last_depth = 0;
+  enum Stop { kLimit, kBad, kUndefined, kStraddle } stop = kLimit;
+};
+
+// Checks the copied records from scan.at up to slot `limit` (exclusive) for what frames them
+// in a run, stopping at the first that does not frame (kBad; the record-by-record path takes
+// it), that names a string id in range that `defined` (a byte per id) does not have
+// (kUndefined), or whose slots go past `limit` (kStraddle: copy more). kConvert: TSC times are
+// converted in the copy with `clock` (binary version 3, the flight recorder); else they stay.
+// Framing is what a reader needs to walk the run and account for every sequence number: a
+// compact record's slot count 1, flags kRecordCompact (kRecordTsc besides) and sequence
+// number's low bits, and its string ids defined; an ordinary record's slot count
+// (1..kMaxRecordSlots, within the copy), flags within kRecordTsc | kRecordPackedAttrs, and
+// sequence number. What is wrong inside a record that frames (lengths that do not match its
+// slot count or pass their bounds, a compact attribute count past kCompactAttrs, a NUL in a
+// name, malformed packed attributes, an id 0 or past the table) is the reader's to find: one
+// counted corrupt drop there (docs/binary-format.md). A few loads and compares per record.
+template <bool kConvert>
+[[gnu::always_inline]] inline void scan_run(char* slots, uint64_t limit, RunScan& scan,
+                                            const uint8_t* defined, const TscClock& clock,
+                                            TscClock::Pair anchor) {
+  constexpr uint32_t kIdMask = kStringTableEntries - 1;
+  static_assert((kStringTableEntries & kIdMask) == 0);
+  // Low nibble of a compact record's attributes byte: count 0..4 without the text bit, or the
+  // text bit with count 0 (bits 4..7 say which values are signed).
+  constexpr uint32_t kAttrsNibbleOk = 0x11F;
+  static_assert(kCompactAttrs == 4 && kCompactAttrsText == 8);
+  constexpr uint32_t kCompactHead = uint32_t{kRecordCompact} << 16 | 1u;  // flags, slots 1
+  constexpr uint32_t kTscBit = uint32_t{kRecordTsc} << 16;
+  uint64_t at = scan.at;
+  uint64_t seq = scan.seq;
+  uint64_t last_at = scan.last_at;
+  while (at < limit) {
+    char* const slot = slots + at * kSlotBytes;
+    uint64_t w6;  // slots, flags, (compact) name, keys[0]
+    std::memcpy(&w6, slot + 48, sizeof w6);
+    const auto head = static_cast<uint32_t>(w6);
+    if (head & (uint32_t{kRecordCompact} << 16)) {
+      uint64_t w7;  // (compact) keys[1..3], depth, attrs
+      std::memcpy(&w7, slot + 56, sizeof w7);
+      uint32_t seq_lo;
+      std::memcpy(&seq_lo, slot + offsetof(CompactRecord, seq_lo), sizeof seq_lo);
+      if ((head & ~kTscBit) != kCompactHead || seq_lo != static_cast<uint32_t>(seq)) {
+        scan.stop = RunScan::kBad;
+        break;
+      }
+      // The name and all four key slots, each id masked into the table: unused keys are 0
+      // (defined[0] is 1), and an id the record uses that is 0 or past the table is the
+      // reader's to drop. One byte load per id, no branch per id.
+      const uint32_t all_defined =
+          defined[(w6 >> 32) & kIdMask] & defined[(w6 >> 48) & kIdMask] &
+          defined[w7 & kIdMask] & defined[(w7 >> 16) & kIdMask] & defined[(w7 >> 32) & kIdMask];
+      // An attribute count the reader refuses (the record is its corrupt drop) names no id.
+      const auto attrs = static_cast<uint32_t>(w7 >> 56);
+      if (__builtin_expect(all_defined == 0, 0) && ((kAttrsNibbleOk >> (attrs & 0xFu)) & 1u)) {
+        CompactRecord c;
+        std::memcpy(&c, slot, sizeof c);
+        uint16_t ids[1 + kCompactAttrs];
+        const uint32_t nids = compact_string_ids(c, ids);
+        bool undefined = false;
+        for (uint32_t i = 0; i < nids; ++i) undefined |= defined[ids[i] & kIdMask] == 0;
+        if (undefined) {  // (an unused key slot alone does not count)
+          scan.stop = RunScan::kUndefined;
+          break;
+        }
+      }
+      if constexpr (kConvert) {
+        CompactRecord c;
+        std::memcpy(&c, slot, sizeof c);
+        if (c.flags & kRecordTsc) {
+          const TscClock::Interval ns = clock.span_ns(c.ts_ns, c.dur_ns, anchor);
+          if (ns.dur_ns > UINT32_MAX) {  // as an ordinary record, record by record
+            scan.stop = RunScan::kBad;
+            break;
+          }
+          scan.last_ts = c.ts_ns;
+          c.ts_ns = ns.start_ns;
+          c.dur_ns = static_cast<uint32_t>(ns.dur_ns);
+          c.flags = kRecordCompact;
+          std::memcpy(slot, &c, sizeof c);
+        } else {
+          scan.last_ts = c.ts_ns;
+        }
+        scan.last_depth = c.depth;
+      }
+      last_at = at;
+      at += 1;
+    } else {
+      const uint32_t nslots = head & 0xFFFFu;
+      const uint32_t flags = head >> 16;
+      uint64_t rseq;
+      std::memcpy(&rseq, slot + offsetof(RecordHeader, seq), sizeof rseq);
+      if ((flags & ~uint32_t{kRecordTsc | kRecordPackedAttrs}) != 0 || rseq != seq ||
+          nslots - 1 >= kMaxRecordSlots) {
+        scan.stop = RunScan::kBad;
+        break;
+      }
+      if (nslots > limit - at) {
+        scan.stop = RunScan::kStraddle;
+        break;
+      }
+      if constexpr (kConvert) {
+        RecordHeader h;
+        std::memcpy(&h, slot, sizeof h);
+        scan.last_ts = h.ts_ns;
+        scan.last_depth = h.depth;
+        if (flags & kRecordTsc) {
+          const TscClock::Interval ns = clock.span_ns(h.ts_ns, h.dur_ns, anchor);
+          h.ts_ns = ns.start_ns;
+          h.dur_ns = ns.dur_ns;
+          h.flags = static_cast<uint16_t>(flags & ~uint32_t{kRecordTsc});
+          std::memcpy(slot, &h, sizeof h);
+        }
+      }
+      last_at = at;
+      at += nslots;
+    }
+    ++seq;
+  }
+  scan.at = at;
+  scan.seq = seq;
+  scan.last_at = last_at;
+}
+
+}  // namespace
 
 int64_t Drainer::drain_run(uint32_t index, RingState& rs, uint64_t stop) {
   RingReader& reader = rs.reader;
@@ -563,106 +749,80 @@ int64_t Drainer::drain_run(uint32_t index, RingState& rs, uint64_t stop) {
   // Taking a buffer may have started a new file (--rotate: Drainer::new_file), where this
   // owner is announced afresh: its next record goes the record-by-record way.
   if (!rs.announced || !rs.anchor_known) return 0;
+  // Version 4: the reader converts the run's TSC times with the clock samples written before
+  // it; samples taken since the last clock event (or the whole clock, in a new file) go first.
+  if (clock_events_ && (clock_reset_ || !clock_pending_.empty())) return write_clock() ? -1 : 0;
   const uint64_t n = std::min<uint64_t>(want, (room - header - kDefsRoom) / kSlotBytes);
   if (n == 0) return 0;
   char* const out = current_->data.get() + current_->len;
   char* const slots = out + header;
-  // Copied in steps of kCopyStep slots as the walk needs them: a run cut short by a marker or
-  // a gap does not pay for copying the whole stretch.
-  constexpr uint64_t kCopyStep = 64;
-  uint64_t copied = 0;
 
-  // The copy is private: checked record by record, only for what the file needs to frame and
-  // bound each record (slot count, lengths, flags, sequence) and to resolve its strings. The
-  // rest (a NUL inside a name, well-formed packed attributes) is the reader's to check: it
-  // decodes with src/record_decode.h and counts a record that does not decode as one drop.
-  const uint64_t first_seq = rs.next_seq;
-  uint64_t seq = first_seq;
-  uint64_t at = 0;
-  uint64_t last_ts = 0;
-  uint32_t last_depth = 0;
+  // The copy is private: checked record by record (scan_run), only for what the file needs to
+  // frame and bound each record and for its string ids to be defined. The rest (a NUL inside a
+  // name, well-formed packed attributes, a string id that is 0 or past the table) is the
+  // reader's to check: it decodes with src/record_decode.h and counts a record that does not
+  // decode as one drop, as the text drainer drops it. Copied in steps of kCopyStep slots: a run
+  // cut short by a marker or a gap does not pay for copying the whole stretch.
+  constexpr uint64_t kCopyStep = 128;
   const TscClock::Pair anchor{rs.anchor_tsc, rs.anchor_mono};
-  while (at < n) {
-    if (copied < n && copied < at + kMaxRecordSlots) {
-      const uint64_t k = std::min<uint64_t>(n - copied, kCopyStep);
-      reader.copy_slots(copied, k, reinterpret_cast<std::byte*>(slots + copied * kSlotBytes));
-      copied += k;
-    }
-    char* const slot = slots + at * kSlotBytes;
-    uint16_t flags;
-    std::memcpy(&flags, slot + offsetof(RecordHeader, flags), sizeof flags);
-    if (flags & kRecordCompact) {
-      CompactRecord c;
-      std::memcpy(&c, slot, sizeof c);
-      const uint32_t count = c.attrs & 0x7u;
-      if (c.slots != 1 || (flags & ~(kRecordCompact | kRecordTsc)) != 0 ||
-          count > kCompactAttrs || ((c.attrs & kCompactAttrsText) != 0 && count != 0) ||
-          c.seq_lo != static_cast<uint32_t>(seq))
-        break;
-      uint16_t ids[1 + kCompactAttrs];
-      const uint32_t nids = compact_string_ids(c, ids);
-      bool undefined = false;
-      for (uint32_t i = 0; i < nids; ++i) {
-        if (ids[i] == 0 || ids[i] >= kStringTableEntries) goto end_of_run;
-        undefined |= !(defined_[ids[i] / 64] >> (ids[i] % 64) & 1u);
-      }
-      if (undefined) {
-        if (seq != first_seq) break;  // a run of its own, after the definitions
-        // The definitions go where the run was to start; the caller copies the run again.
-        char* p = out;
-        for (uint32_t i = 0; i < nids; ++i)
-          if (!define_string(ids[i], p)) {
-            commit(static_cast<size_t>(p - out));
-            return p != out ? -1 : 0;  // the record-by-record path drops it as corrupt
-          }
+  RunScan scan;
+  scan.seq = rs.next_seq;
+  uint64_t copied = 0;
+  do {
+    const uint64_t k = std::min<uint64_t>(n - copied, kCopyStep);
+    reader.copy_slots(copied, k, reinterpret_cast<std::byte*>(slots + copied * kSlotBytes));
+    copied += k;
+    scan.stop = RunScan::kLimit;
+    if (clock_events_)
+      scan_run<false>(slots, copied, scan, defined_.data(), clock_, anchor);
+    else
+      scan_run<true>(slots, copied, scan, defined_.data(), clock_, anchor);
+  } while ((scan.stop == RunScan::kLimit || scan.stop == RunScan::kStraddle) && copied < n);
+  const uint64_t first_seq = rs.next_seq;
+  const uint64_t records = scan.seq - first_seq;
+  if (scan.stop == RunScan::kUndefined && records == 0) {
+    // The first record names strings the file has not defined: their definitions go where the
+    // run was to start, and the caller copies the run again.
+    CompactRecord c;
+    std::memcpy(&c, slots, sizeof c);
+    uint16_t ids[1 + kCompactAttrs];
+    const uint32_t nids = compact_string_ids(c, ids);
+    char* p = out;
+    for (uint32_t i = 0; i < nids; ++i)
+      if (ids[i] != 0 && ids[i] < kStringTableEntries && !define_string(ids[i], p)) {
         commit(static_cast<size_t>(p - out));
-        return -1;
+        return p != out ? -1 : 0;  // the record-by-record path drops it as corrupt
       }
-      last_ts = c.ts_ns;
-      last_depth = c.depth;
-      if (flags & kRecordTsc) {
-        const TscClock::Interval ns = clock_.span_ns(c.ts_ns, c.dur_ns, anchor);
-        if (ns.dur_ns > UINT32_MAX) break;  // as an ordinary record, record by record
-        c.ts_ns = ns.start_ns;
-        c.dur_ns = static_cast<uint32_t>(ns.dur_ns);
-        c.flags = kRecordCompact;
-        std::memcpy(slot, &c, sizeof c);
-      }
-      at += 1;
-    } else {
-      RecordHeader h;
-      std::memcpy(&h, slot, sizeof h);
-      const bool packed = (flags & kRecordPackedAttrs) != 0;
-      if (h.slots == 0 || h.slots > copied - at || h.seq != seq ||
-          (flags & ~(kRecordTsc | kRecordPackedAttrs)) != 0 || h.name_len == 0 ||
-          h.name_len > kNameRawMax || h.attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
-          (packed && h.attrs_len == 0) ||
-          h.slots != record_slots(uint32_t{h.name_len} + h.attrs_len))
-        break;
-      last_ts = h.ts_ns;
-      last_depth = h.depth;
-      if (flags & kRecordTsc) {
-        const TscClock::Interval ns = clock_.span_ns(h.ts_ns, h.dur_ns, anchor);
-        h.ts_ns = ns.start_ns;
-        h.dur_ns = ns.dur_ns;
-        h.flags = static_cast<uint16_t>(flags & ~kRecordTsc);
-        std::memcpy(slot, &h, sizeof h);
-      }
-      at += h.slots;
-    }
-    ++seq;
+    commit(static_cast<size_t>(p - out));
+    // None defined: only ids the mask folded (0, or past the table) were missing; the
+    // record-by-record path drops the record as corrupt.
+    return p != out ? -1 : 0;
   }
-end_of_run:
-  const uint64_t records = seq - first_seq;
   if (records == 0) return 0;
-  sink_.begin_run(out, rs.pid, rs.tid, first_seq);
+  // The last record's raw start time and depth (its open-span entry is not unfinished).
+  uint64_t last_ts = scan.last_ts;
+  uint32_t last_depth = scan.last_depth;
+  if (clock_events_) {
+    const char* const last = slots + scan.last_at * kSlotBytes;
+    uint16_t flags;
+    std::memcpy(&flags, last + offsetof(RecordHeader, flags), sizeof flags);
+    if (flags & kRecordCompact) {
+      std::memcpy(&last_ts, last + offsetof(CompactRecord, ts_ns), sizeof last_ts);
+      last_depth = static_cast<uint8_t>(last[offsetof(CompactRecord, depth)]);
+    } else {
+      std::memcpy(&last_ts, last + offsetof(RecordHeader, ts_ns), sizeof last_ts);
+      std::memcpy(&last_depth, last + offsetof(RecordHeader, depth), sizeof last_depth);
+    }
+  }
+  const uint64_t at = scan.at;
+  sink_.begin_run(out, rs.pid, rs.tid, first_seq, anchor);
   if (sink_.wants_run_records()) run_records(rs, records);
   sink_.end_run(out, static_cast<uint32_t>(at), static_cast<uint32_t>(records));
   commit(header + at * kSlotBytes);
   reader.advance(at);
   commits_.open().records += records;
   stats_.written += records;
-  rs.next_seq = seq;
+  rs.next_seq = scan.seq;
   rs.last_ts = last_ts;
   rs.last_depth = last_depth;
   rs.has_last = true;
@@ -697,7 +857,14 @@ void Drainer::run_records(RingState& rs, uint64_t records) {
 }
 
 uint64_t Drainer::poll() {
-  clock_.maybe_sample();
+  if (clock_.maybe_sample() && clock_events_ && !clock_reset_) {
+    clock_pending_.push_back(clock_.samples().back());
+    // A file that takes no run for a long time: its next run gets the whole clock instead.
+    if (clock_pending_.size() > kMaxClockSamplesPerEvent) {
+      clock_reset_ = true;
+      clock_pending_.clear();
+    }
+  }
   dest_.collect(0);
   const uint64_t before = stats_.written + stats_.dropped;
   peak_slots_ = 0;

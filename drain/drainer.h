@@ -34,7 +34,7 @@
 #include "drain/drainer_lock.h"
 #include "drain/journal.h"
 #include "drain/owner_watch.h"
-#include "drain/tsc_clock.h"
+#include "format/tsc_clock.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
 #include "src/ring.h"
@@ -157,17 +157,23 @@ class Drainer {
   };
 
   void drain_ring(uint32_t index, bool final_pass);
-  // The run path (binary version 3, Sink::runs()): copies the ring's slots from the reader's
-  // position up to `stop` (at most kMaxRunSlots) into the buffer after a run header, checks
-  // each record of the copy only for what frames it and keeps the file readable, and writes
-  // the well-formed prefix as one run event. Returns the records taken; 0 when the record at
-  // the position needs the record-by-record path (a marker, a gap, a bad string, a corrupt
-  // record, a TSC duration that no longer fits, --max-size), -1 when it wrote string
-  // definitions and the caller should call again.
+  // The run path (binary version 3 and 4, Sink::runs()): copies the ring's slots from the
+  // reader's position up to `stop` (at most kMaxRunSlots) into the buffer after a run header,
+  // checks each record of the copy only for what frames it (scan_run in drainer.cpp: slot
+  // count, flags, sequence number, string ids defined) and writes the framed prefix as one run
+  // event; TSC times stay for the reader (clock_events_, after write_clock()) or are converted
+  // in the copy. Returns the records taken; 0 when the record at the position needs the
+  // record-by-record path (a marker, a gap, a bad string or frame, a TSC duration that no
+  // longer fits where the drainer converts, --max-size, no room for the clock), -1 when it
+  // wrote string definitions or clock samples and the caller should call again.
   int64_t drain_run(uint32_t index, RingState& rs, uint64_t stop);
   // Defines string `id` in the current file when it is not yet (event 7 at `p`, advancing it).
   // False when the id does not resolve in the segment's table.
   bool define_string(uint32_t id, char*& p);
+  // Writes the clock events the next run's reader needs (the whole clock after clock_reset_,
+  // else the samples pending). False when there is no room (past --max-size, or a buffer too
+  // small for the whole clock): the caller takes the record-by-record path.
+  bool write_clock();
   // Sink::wants_run_records(): the `records` records of the run at rs.reader's position, read
   // again record by record from the ring, to sink_.run_record().
   void run_records(RingState& rs, uint64_t records);
@@ -222,10 +228,26 @@ class Drainer {
   // The segment's string table, resolved for every ring's compact records and open spans
   // (checked copies kept for the segment's life: an id means the same bytes to every owner).
   StringTableReader strings_{view_.strings()};
-  // The string ids defined in the current file (event 7 written): cleared when a file starts
-  // and when a buffer could not be written (its definitions are not in the file).
-  std::vector<uint64_t> defined_ = std::vector<uint64_t>(kStringTableEntries / 64);
+  // The string ids defined in the current file (event 7 written), one byte per id, 1 =
+  // defined: cleared when a file starts and when a buffer could not be written (its definitions
+  // are not in the file). Entry 0 is always 1: drain_run() tests a compact record's name and all
+  // four key slots at once, unused keys are 0, and an id 0 a record does use is the reader's to
+  // refuse (a counted corrupt drop, as the text drainer counts it).
+  std::vector<uint8_t> defined_ = fresh_defined();
+  static std::vector<uint8_t> fresh_defined() {
+    std::vector<uint8_t> d(kStringTableEntries);
+    d[0] = 1;
+    return d;
+  }
   bool runs_ = false;  // sink_.runs()
+  // sink_.clock_events() (binary version 4): runs keep TSC times and the clock goes into the
+  // file (write_clock()); false: drain_run() converts them.
+  bool clock_events_ = false;
+  // The file has no clock state yet (a new file, or a buffer whose write failed): write_clock()
+  // writes every sample with `reset` before the next run.
+  bool clock_reset_ = true;
+  // Samples taken since the last clock event, in order (cleared by write_clock()).
+  std::vector<TscClock::Pair> clock_pending_;
   std::string geometry_damage_;  // the last header damage reported (geometry_changed())
   // Segment drop counters found implausible (implausible_segment_counter), said once each.
   std::set<std::string> implausible_said_;

@@ -271,7 +271,7 @@ void FlightRecorder::start_next() {
                                               kSnapshotBuffers);
   BufferedWriter& out = *job->out;
 
-  // The metadata blocks: file header (version 3), processes, threads, string definitions,
+  // The metadata blocks: file header (kTraceVersion), processes, threads, string definitions,
   // overwritten ranges.
   BinarySink sink(false, 0);
   Buffer* cur = nullptr;

@@ -268,8 +268,11 @@ class FlightSink final : public Sink {
     return 0;
   }
   size_t run_header_bytes() const noexcept override { return blocks_.run_header_bytes(); }
-  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept override {
-    return blocks_.begin_run(out, pid, tid, first_seq);
+  // The drainer converts TSC times in the runs it writes here (clock_events() is false): a
+  // snapshot's window starts anywhere in the clock's history, which its blocks do not hold.
+  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq,
+                   TscClock::Pair anchor) noexcept override {
+    return blocks_.begin_run(out, pid, tid, first_seq, anchor);
   }
   void end_run(char* out, uint32_t slots, uint32_t records) noexcept override {
     blocks_.end_run(out, slots, records);

@@ -56,8 +56,14 @@ class TeeSink final : public Sink {
     return primary_.string(out, id, bytes);
   }
   size_t run_header_bytes() const noexcept override { return primary_.run_header_bytes(); }
-  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept override {
-    return primary_.begin_run(out, pid, tid, first_seq);
+  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq,
+                   TscClock::Pair anchor) noexcept override {
+    return primary_.begin_run(out, pid, tid, first_seq, anchor);
+  }
+  bool clock_events() const noexcept override { return primary_.clock_events(); }
+  size_t clock(char* out, bool reset, const TscClock::Pair* samples,
+               uint32_t n) noexcept override {
+    return primary_.clock(out, reset, samples, n);
   }
   void end_run(char* out, uint32_t slots, uint32_t records) noexcept override {
     primary_.end_run(out, slots, records);

@@ -1,4 +1,4 @@
-// The spanring binary trace format, versions 1, 2 and 3 (docs/binary-format.md has the full
+// The spanring binary trace format, versions 1 to 4 (docs/binary-format.md has the full
 // description): its on-disk layout. BinarySink (format/binary_sink.h) writes it as the drainer's
 // output, read_binary_trace() (format/binary_reader.h) reads it back; block headers are sealed
 // and checked by format/block_frame.h only; CRC32C is format/crc32c.h.
@@ -47,7 +47,11 @@ inline constexpr char kTraceMagic[8] = {'\x89', 'S', 'P', 'R', 'T', 'R', 'C', '\
 // Version 3 adds event 7 (a string definition: id -> bytes) and event 8 (a run of one thread's
 // records copied as the ring holds them, compact records naming string ids defined by event 7
 // earlier in the same file). A version 1 or 2 file is a version 3 file without them.
-inline constexpr uint32_t kTraceVersion = 3;
+// Version 4 lets a run's records keep their TSC times (kRecordTsc): the run body grows the
+// owner's clock anchor (RunBody4), and event 9 carries the drainer's clock samples, so that the
+// reader converts ticks to ns exactly as the drainer would have (format/tsc_clock.h). A version 3
+// file is read as before (24-byte run body, no TSC time in a run, no event 9).
+inline constexpr uint32_t kTraceVersion = 4;
 inline constexpr uint32_t kOldestTraceVersion = 1;
 // "SBLK" as a little-endian u32.
 inline constexpr uint32_t kBlockMagic = 0x4b4c4253;
@@ -93,6 +97,7 @@ enum class EventType : uint8_t {
   kUndescribed = 6,
   kString = 7,  // version 3
   kRun = 8,     // version 3
+  kClock = 9,   // version 4
 };
 
 struct EventHeader {
@@ -174,10 +179,10 @@ static_assert(sizeof(StringBody) == 8);
 
 // Event 8 (version 3): `slots` 64-byte slots holding `records` consecutive records of ring
 // owner (pid, tid) as the ring held them (RecordHeader or CompactRecord, segment_layout.h), the
-// first with sequence number first_seq and each next one +1. In a run: no marker record, no
-// kRecordTsc (the drainer converted TSC times to ns in its copy), an ordinary record's seq is
-// its place in the run, a compact record's seq_lo its low 32 bits, and its string ids are
-// defined by event 7 earlier in the file.
+// first with sequence number first_seq and each next one +1. In a run: no marker record, in
+// version 3 no kRecordTsc (the drainer converted TSC times to ns in its copy; version 4:
+// RunBody4), an ordinary record's seq is its place in the run, a compact record's seq_lo its
+// low 32 bits, and its string ids in range are defined by event 7 earlier in the file.
 struct RunBody {  // + slots * kSlotBytes bytes
   uint32_t pid;
   uint32_t tid;
@@ -187,9 +192,42 @@ struct RunBody {  // + slots * kSlotBytes bytes
 };
 static_assert(std::is_standard_layout_v<RunBody>);
 static_assert(sizeof(RunBody) == 24);
-// The most slots one run event holds (its body_bytes is 16 bits).
-inline constexpr uint32_t kMaxRunSlots = (UINT16_MAX - sizeof(RunBody)) / kSlotBytes;
+// Event 8 from version 4 on: RunBody, then the owner's clock anchor (RingHeader::anchor_tsc and
+// anchor_mono_ns: the TSC and CLOCK_MONOTONIC read together when the process attached; 0 and 0:
+// none). Its records may carry kRecordTsc: their ts and dur are TSC ticks, converted by the
+// reader with this anchor and the clock samples of event 9 read so far in the file.
+struct RunBody4 {  // + slots * kSlotBytes bytes
+  RunBody run;
+  uint64_t anchor_tsc;
+  uint64_t anchor_ns;
+};
+static_assert(std::is_standard_layout_v<RunBody4>);
+static_assert(sizeof(RunBody4) == 40);
+// The most slots one run event holds (its body_bytes is 16 bits), in either version.
+inline constexpr uint32_t kMaxRunSlots = (UINT16_MAX - sizeof(RunBody4)) / kSlotBytes;
 static_assert(kMaxRunSlots == 1023);
+static_assert((UINT16_MAX - sizeof(RunBody)) / kSlotBytes == kMaxRunSlots);
+// Event 9 (version 4): the drainer's clock samples, `count` (tsc, CLOCK_MONOTONIC ns) pairs of
+// ClockSample. `reset` 1: the reader's samples are replaced by these (a file's first event 9,
+// and after a rotation or a failed write); 0: each is added after the ones read before. Either
+// way each pair goes through TscClock::add() in order, so the reader's clock holds exactly the
+// drainer's samples when it reaches the next run (the drainer writes them before the first run
+// that follows their sampling).
+struct ClockBody {  // + count * sizeof(ClockSample) bytes
+  uint32_t count;     // 0..kMaxClockSamplesPerEvent
+  uint8_t reset;      // 0 or 1
+  uint8_t reserved[3];
+};
+static_assert(std::is_standard_layout_v<ClockBody>);
+static_assert(sizeof(ClockBody) == 8);
+struct ClockSample {
+  uint64_t tsc;
+  uint64_t ns;
+};
+static_assert(sizeof(ClockSample) == 16);
+inline constexpr uint32_t kMaxClockSamplesPerEvent =
+    (UINT16_MAX - sizeof(ClockBody)) / sizeof(ClockSample);
+static_assert(kMaxClockSamplesPerEvent == 4095);
 inline constexpr size_t kMaxStringEventBytes =
     sizeof(EventHeader) + sizeof(StringBody) + kStringMaxBytes;
 

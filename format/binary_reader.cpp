@@ -1,6 +1,7 @@
 #include "format/binary_reader.h"
 
 #include "format/block_frame.h"
+#include "format/tsc_clock.h"
 
 #include "src/record_decode.h"
 
@@ -38,9 +39,25 @@ struct FileStrings {
   }
 };
 
+// What the records of a run are, to its reader.
+enum class RunShape : uint8_t {
+  kWhole,    // every record frames and passes the decoder's own framing checks
+  kDamaged,  // every record frames (the run can be walked), some fail the decoder's checks
+  kBroken,   // a record does not frame: the block is malformed (check_run() says why)
+};
+
 // What the events of a file read so far carry across blocks, and the damage counted in them.
 struct FileState {
   std::unique_ptr<FileStrings> strings;  // allocated at the first event 7
+  // Version 4: the drainer's clock samples read so far (event 9), which convert the TSC times
+  // of runs as the drainer would have converted them at this point of the file. Allocated at
+  // the first event 9; a run with TSC times before any is damage (its records counted drops).
+  std::unique_ptr<TscClock> clock;
+  // The shape of each run of the block being read, in order, as its check found it: the
+  // delivery of the same block (walk_events with a visitor, right after) takes them from here
+  // rather than walk every run's records twice.
+  std::vector<RunShape> shapes;
+  size_t next_shape = 0;
   uint64_t damaged = 0;        // records of runs dropped as corrupt (delivered as drops)
   std::string first_damage;    // why, for the first of them
 };
@@ -49,21 +66,87 @@ struct FileState {
 // and every record's slot count, flags and sequence number (what a reader needs to walk it).
 // What can be wrong inside a record without breaking the walk (a NUL in a name, malformed
 // packed attributes, an undefined string id) is found when it is delivered, and counted.
-std::string check_run(const char* body, size_t len) {
+// The framing of a run's records, all at once and without a message (two 8-byte loads and a
+// few compares a record; with the messages' machinery in the loop it was ~85 instructions a
+// record of `convert`). A record frames when a reader can walk past it and knows its sequence
+// number: a compact record (flags bit 4) has slot count 1, flags kRecordCompact (and kRecordTsc
+// when `tsc`) and its sequence number's low bits; an ordinary one a slot count
+// 1..kMaxRecordSlots within the run, flags within kRecordPackedAttrs (and kRecordTsc when
+// `tsc`), and its sequence number. What the drainer does not check (binary version 4: it
+// frames, docs/binary-format.md), the decoder's checks (check_compact_frame,
+// check_ordinary_frame: lengths that give the slot count within their bounds, an attribute
+// count 0..kCompactAttrs) make a record damaged, not the run broken.
+RunShape run_shape(const char* slots, uint32_t nslots, uint32_t nrecords, uint64_t first_seq,
+                   bool tsc) noexcept {
+  constexpr uint32_t kAttrsNibbleOk = 0x11F;  // count 0..4, or the text bit with count 0
+  static_assert(kCompactAttrs == 4 && kCompactAttrsText == 8);
+  constexpr uint32_t kCompactHead = uint32_t{kRecordCompact} << 16 | 1u;  // flags, slots 1
+  const uint32_t tsc_bit = tsc ? uint32_t{kRecordTsc} << 16 : 0;
+  const uint32_t ordinary_flags = tsc ? (kRecordTsc | kRecordPackedAttrs) : kRecordPackedAttrs;
+  uint32_t at = 0;
+  uint64_t seq = first_seq;
+  const uint64_t end_seq = first_seq + nrecords;
+  bool damaged = false;
+  while (at < nslots && seq != end_seq) {
+    const char* const slot = slots + size_t{at} * kSlotBytes;
+    uint64_t w6;  // slots, flags, ...
+    std::memcpy(&w6, slot + 48, sizeof w6);
+    const auto head = static_cast<uint32_t>(w6);
+    if (head & (uint32_t{kRecordCompact} << 16)) {
+      uint32_t seq_lo;
+      std::memcpy(&seq_lo, slot + offsetof(CompactRecord, seq_lo), sizeof seq_lo);
+      const auto attrs = static_cast<uint8_t>(slot[offsetof(CompactRecord, attrs)]);
+      if ((head & ~tsc_bit) != kCompactHead || seq_lo != static_cast<uint32_t>(seq))
+        return RunShape::kBroken;
+      damaged |= ((kAttrsNibbleOk >> (attrs & 0xFu)) & 1u) == 0;
+      at += 1;
+    } else {
+      const uint32_t n = head & 0xFFFFu;
+      const uint32_t flags = head >> 16;
+      uint64_t rseq;
+      std::memcpy(&rseq, slot + offsetof(RecordHeader, seq), sizeof rseq);
+      if ((flags & ~ordinary_flags) != 0 || rseq != seq || n - 1 >= kMaxRecordSlots ||
+          n > nslots - at)
+        return RunShape::kBroken;
+      uint32_t lens;  // name_len, attrs_len
+      std::memcpy(&lens, slot + offsetof(RecordHeader, name_len), sizeof lens);
+      static_assert(offsetof(RecordHeader, attrs_len) == offsetof(RecordHeader, name_len) + 2);
+      const uint32_t name_len = lens & 0xFFFFu;
+      const uint32_t attrs_len = lens >> 16;
+      const bool packed = (flags & kRecordPackedAttrs) != 0;
+      damaged |= name_len - 1 >= kNameRawMax ||
+                 attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
+                 (packed && attrs_len == 0) || n != record_slots(name_len + attrs_len);
+      at += n;
+    }
+    ++seq;
+  }
+  if (at != nslots || seq != end_seq) return RunShape::kBroken;
+  return damaged ? RunShape::kDamaged : RunShape::kWhole;
+}
+
+// `fixed`: the run body's fixed part (RunBody, or RunBody4 from version 4 on, whose records may
+// carry kRecordTsc: `tsc`). "" when the run can be walked (run_shape() is not kBroken), else why
+// not: its counts, or the first record that does not frame.
+std::string check_run(const char* body, size_t len, size_t fixed, bool tsc, RunShape& shape) {
+  shape = RunShape::kBroken;
   RunBody b;
   std::memcpy(&b, body, sizeof b);
-  if (b.slots == 0 || b.slots > kMaxRunSlots || len != sizeof b + size_t{b.slots} * kSlotBytes)
+  if (b.slots == 0 || b.slots > kMaxRunSlots || len != fixed + size_t{b.slots} * kSlotBytes)
     return "run of " + std::to_string(b.slots) + " slots in an event of " + std::to_string(len) +
            " bytes (1.." + std::to_string(kMaxRunSlots) + " slots of " +
-           std::to_string(kSlotBytes) + " bytes after a " + std::to_string(sizeof b) +
+           std::to_string(kSlotBytes) + " bytes after a " + std::to_string(fixed) +
            "-byte body)";
   if (b.records == 0 || b.records > b.slots)
     return "run of " + std::to_string(b.slots) + " slots claims " + std::to_string(b.records) +
            " records";
-  const char* slots = body + sizeof b;
+  const char* slots = body + fixed;
+  shape = run_shape(slots, b.slots, b.records, b.first_seq, tsc);
+  if (shape != RunShape::kBroken) return {};
+  const uint16_t compact_flags = tsc ? (kRecordCompact | kRecordTsc) : kRecordCompact;
+  const uint16_t ordinary_flags = tsc ? (kRecordTsc | kRecordPackedAttrs) : kRecordPackedAttrs;
   uint32_t at = 0;
   uint32_t records = 0;
-  std::string why;
   for (; at < b.slots && records < b.records; ++records) {
     const uint64_t seq = b.first_seq + records;
     RecordHeader h;
@@ -72,41 +155,135 @@ std::string check_run(const char* body, size_t len) {
     if ((h.flags & kRecordCompact) != 0) {
       CompactRecord c;
       std::memcpy(&c, &h, sizeof c);
-      if (!check_compact_frame(c, seq, false, where, why)) return why;
+      if (c.slots != 1) return where.str() + " claims " + std::to_string(c.slots) + " slots";
+      if ((c.flags & ~compact_flags) != 0)
+        return where.str() + " has bad flags " + std::to_string(c.flags) +
+               (tsc ? "" : " (a version 3 run holds no TSC time)");
+      if (c.seq_lo != static_cast<uint32_t>(seq))
+        return where.str() + " has sequence low bits " + std::to_string(c.seq_lo) +
+               ", expected " + std::to_string(static_cast<uint32_t>(seq)) + " (sequence " +
+               std::to_string(seq) + ")";
     } else {
-      if (!check_ordinary_frame(h, b.slots - at, seq, where, why)) return why;
-      if (h.seq != seq || (h.flags & (kRecordMarkers | kRecordTsc)) != 0)
+      if (h.slots == 0 || h.slots > kMaxRecordSlots || h.slots > b.slots - at)
+        return where.str() + " claims " + std::to_string(h.slots) + " slots (" +
+               std::to_string(b.slots - at) + " published)";
+      if (h.seq != seq || (h.flags & ~ordinary_flags) != 0)
         return where.str() + " has sequence " + std::to_string(h.seq) + " (its place says " +
                std::to_string(seq) + ") or flags " + std::to_string(h.flags) +
-               " (a run holds no marker and no TSC time)";
+               (tsc ? " (a run holds no marker)" : " (a run holds no marker and no TSC time)");
     }
     at += h.slots;
   }
-  if (at != b.slots || records != b.records)
-    return "run of " + std::to_string(b.slots) + " slots and " + std::to_string(b.records) +
-           " records holds " + std::to_string(records) + " records in " + std::to_string(at) +
-           " slots";
-  return {};
+  return "run of " + std::to_string(b.slots) + " slots and " + std::to_string(b.records) +
+         " records holds " + std::to_string(records) + " records in " + std::to_string(at) +
+         " slots";
 }
 
 // Delivers the records of a run whose framing check_run() accepted: each decoded exactly as the
-// drainer decodes the ring (src/record_decode.h); a record that does not decode is delivered as
-// one corrupt drop and counted in `st`.
-void deliver_run(const char* body, EventVisitor& v, FileState& st, RecordCopy& rec) {
+// drainer decodes the ring (src/record_decode.h); a record that does not decode, or fails the
+// decoder's framing checks (run_shape() kDamaged: then the run goes record by record), is
+// delivered as one corrupt drop and counted in `st`. `fixed`: the body's fixed part (RunBody or
+// RunBody4); with RunBody4, a record's TSC times are converted with the file's clock samples
+// and the run's anchor as the drainer converts them (TscClock::span_ns), and with no clock
+// sample read yet such a record is damage (a corrupt drop), as it cannot be placed in time.
+// A run with a record the decoder's framing checks refuse (run_shape() kDamaged): record by
+// record, each checked as the decoder checks it, then decoded alone, or delivered as a corrupt
+// drop. Out of line (rare): the common path keeps one inlined decoder.
+template <class Resolve, class OnSpan, class OnCorrupt>
+[[gnu::noinline]] void deliver_damaged(const char* slots, const RunBody& b, bool tsc,
+                                       Resolve& resolve, RecordCopy& rec, OnSpan& on_span,
+                                       OnCorrupt& corrupt) {
+  uint32_t at = 0;
+  std::string why;
+  for (uint32_t i = 0; i < b.records; ++i) {
+    const uint64_t seq = b.first_seq + i;
+    const char* const slot = slots + size_t{at} * kSlotBytes;
+    RecordHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    const RecordWhere where{"run record ", i, " at slot ", at};
+    bool frames;
+    if ((h.flags & kRecordCompact) != 0) {
+      CompactRecord c;
+      std::memcpy(&c, slot, sizeof c);
+      frames = check_compact_frame(c, seq, tsc, where, why);
+      at += 1;
+    } else {
+      frames = check_ordinary_frame(h, b.slots - at, seq, where, why);
+      at += h.slots;  // framed: 1..kMaxRecordSlots within the run (check_run)
+    }
+    if (frames) decode_run(slot, 1, seq, resolve, rec, on_span, corrupt);
+    else corrupt(seq, why);
+  }
+}
+
+// A version 3 run (no TSC time: check_run refused any), out of line for the same reason.
+template <class Resolve, class OnCorrupt>
+[[gnu::noinline]] void deliver_v3(const char* slots, const RunBody& b, EventVisitor& v,
+                                  Resolve& resolve, RecordCopy& rec, OnCorrupt& corrupt) {
+  auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
+  decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
+}
+
+// Delivers the records of a run whose framing check_run() accepted: each decoded exactly as the
+// drainer decodes the ring (src/record_decode.h); a record that does not decode, or fails the
+// decoder's framing checks (`shape` kDamaged), is delivered as one corrupt drop and counted in
+// `st`. `fixed`: the body's fixed part (RunBody or RunBody4); with RunBody4, a record's TSC
+// times are converted with the file's clock samples and the run's anchor as the drainer
+// converts them (TscClock::span_ns), and with no clock sample read yet such a record is damage
+// (a corrupt drop), as it cannot be placed in time.
+[[gnu::flatten]] void deliver_run(const char* body, size_t fixed, RunShape shape, EventVisitor& v,
+                 FileState& st, RecordCopy& rec) {
   RunBody b;
   std::memcpy(&b, body, sizeof b);
+  const bool v4 = fixed == sizeof(RunBody4);
   static const FileStrings kNone{};
   const FileStrings& strings = st.strings ? *st.strings : kNone;
-  decode_run(
-      body + sizeof b, b.records, b.first_seq,
-      [&strings](uint32_t id, std::string_view& out, std::string& w) {
-        return strings.resolve(id, out, w);
-      },
-      rec, [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); },
-      [&](uint64_t seq, const std::string& why) {
-        if (st.damaged++ == 0) st.first_damage = why;
-        v.drops(DropsEvent{b.pid, b.tid, 1, seq, seq, DropReason::kCorrupt});
-      });
+  auto resolve = [&strings](uint32_t id, std::string_view& out, std::string& w) {
+    return strings.resolve(id, out, w);
+  };
+  auto corrupt = [&](uint64_t seq, const std::string& why) {
+    if (st.damaged++ == 0) st.first_damage = why;
+    v.drops(DropsEvent{b.pid, b.tid, 1, seq, seq, DropReason::kCorrupt});
+  };
+  const char* const slots = body + fixed;
+  if (!v4) {
+    if (shape == RunShape::kWhole) {
+      deliver_v3(slots, b, v, resolve, rec, corrupt);
+    } else {
+      auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
+      deliver_damaged(slots, b, false, resolve, rec, on_span, corrupt);
+    }
+    return;
+  }
+  RunBody4 b4;
+  std::memcpy(&b4, body, sizeof b4);
+  static const TscClock kNoClock{TscClock::Replay{}};
+  const TscClock::Spans spans(st.clock ? *st.clock : kNoClock,
+                              TscClock::Pair{b4.anchor_tsc, b4.anchor_ns});
+  const bool have_clock = st.clock != nullptr;
+  auto on_span = [&](const RecordCopy& decoded) {
+    // `decoded` is `rec`, this reader's own record, which decode_run passes back as const: its
+    // times are converted in place before delivery.
+    RecordCopy& r = const_cast<RecordCopy&>(decoded);
+    RecordHeader& h = r.header;
+    if (h.flags & kRecordTsc) {
+      if (__builtin_expect(!have_clock, 0)) {
+        corrupt(h.seq, "run record " + std::to_string(h.seq - b.first_seq) +
+                           " carries TSC times, and no clock event precedes it");
+        return;
+      }
+      const TscClock::Interval ns = spans(h.ts_ns, h.dur_ns);
+      h.ts_ns = ns.start_ns;
+      h.dur_ns = ns.dur_ns;
+      h.flags &= static_cast<uint16_t>(~kRecordTsc);
+    }
+    v.span(SpanEvent::of(b.pid, b.tid, r));
+  };
+  if (shape != RunShape::kWhole) {
+    deliver_damaged(slots, b, true, resolve, rec, on_span, corrupt);
+    return;
+  }
+  decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
 }
 
 // Checks (and, with a visitor, delivers) the events of one payload. Returns "" when every event
@@ -119,6 +296,8 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
   size_t at = 0;
   uint64_t count = 0;
   RecordCopy rec;
+  if (v == nullptr) st.shapes.clear();
+  st.next_shape = 0;
   while (at < n) {
     *bad_at = at;
     if (n - at < sizeof(EventHeader))
@@ -250,17 +429,56 @@ std::string walk_events(const char* p, size_t n, EventVisitor* v, size_t* bad_at
       }
       case EventType::kRun: {
         if (version < 3) return "run event in a version " + std::to_string(version) + " file";
-        if (len < sizeof(RunBody)) return need(sizeof(RunBody), 0, "run");
+        const size_t fixed = version >= 4 ? sizeof(RunBody4) : sizeof(RunBody);
+        if (len < fixed) return need(fixed, 0, "run");
+        RunShape shape;
         if (!v) {
-          if (!(why = check_run(body, len)).empty()) return why;
+          if (!(why = check_run(body, len, fixed, version >= 4, shape)).empty()) return why;
+          st.shapes.push_back(shape);
         } else {
-          deliver_run(body, *v, st, rec);
+          // The check of this block found it; a run it did not see (never: the same payload)
+          // is walked again.
+          if (st.next_shape < st.shapes.size()) {
+            shape = st.shapes[st.next_shape++];
+          } else {
+            RunBody b;
+            std::memcpy(&b, body, sizeof b);
+            shape = run_shape(body + fixed, b.slots, b.records, b.first_seq, version >= 4);
+          }
+          deliver_run(body, fixed, shape, *v, st, rec);
+        }
+        break;
+      }
+      case EventType::kClock: {
+        if (version < 4) return "clock event in a version " + std::to_string(version) + " file";
+        ClockBody b;
+        if (len < sizeof b) return need(sizeof b, 0, "clock");
+        std::memcpy(&b, body, sizeof b);
+        if (b.count > kMaxClockSamplesPerEvent || b.reset > 1 || b.reserved[0] != 0 ||
+            b.reserved[1] != 0 || b.reserved[2] != 0)
+          return "clock event of " + std::to_string(b.count) + " samples, reset " +
+                 std::to_string(b.reset) + " (at most " +
+                 std::to_string(kMaxClockSamplesPerEvent) + " samples, reset 0 or 1, 0 after)";
+        if (!(why = need(sizeof b, size_t{b.count} * sizeof(ClockSample), "clock")).empty())
+          return why;
+        if (v) {
+          // Replayed through add(), as the drainer took them: a sample that does not rise is
+          // ignored here as it was there (a hostile file gets a clock of its own making, never
+          // a crash).
+          if (!st.clock) st.clock = std::make_unique<TscClock>(TscClock::Replay{});
+          if (b.reset) st.clock->clear();
+          for (uint32_t i = 0; i < b.count; ++i) {
+            ClockSample c;
+            std::memcpy(&c, body + sizeof b + size_t{i} * sizeof c, sizeof c);
+            st.clock->add(TscClock::Pair{c.tsc, c.ns});
+          }
         }
         break;
       }
       default:
         return "unknown event type " + std::to_string(eh.type) + " (version " +
-               std::to_string(version) + " has 1.." + (version >= 3 ? "8" : "6") + ")";
+               std::to_string(version) + " has 1.." +
+               (version >= 4 ? "9" : version >= 3 ? "8" : "6") + ")";
     }
     at = body_at + len;
     ++count;

@@ -24,8 +24,8 @@ namespace spanring {
 // the bad block was). `last_block_seq`, when not null, receives the last complete block's
 // sequence number (or UINT64_MAX when there was none).
 //
-// `carry`, when not null, holds what version-3 events define for later ones (the string
-// definitions, event 7) across calls: a reader that reads one file in pieces (each block alone
+// `carry`, when not null, holds what version-3 and -4 events define for later ones (the string
+// definitions, event 7, and the clock samples, event 9) across calls: a reader that reads one file in pieces (each block alone
 // behind the file header, as `export --follow` does) passes the same BinaryCarry to each call.
 class BinaryCarry {
  public:

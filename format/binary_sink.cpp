@@ -118,16 +118,39 @@ size_t BinarySink::string(char* out, uint32_t id, std::string_view bytes) noexce
   return put_event(out, EventType::kString, b, bytes);
 }
 
-size_t BinarySink::begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept {
+size_t BinarySink::begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq,
+                             TscClock::Pair anchor) noexcept {
   const RunBody b{pid, tid, first_seq, 0, 0};
-  std::memcpy(out + sizeof(EventHeader), &b, sizeof b);
-  return sizeof(EventHeader) + sizeof b;
+  if (version_ < 4) {
+    std::memcpy(out + sizeof(EventHeader), &b, sizeof b);
+    return sizeof(EventHeader) + sizeof b;
+  }
+  const RunBody4 b4{b, anchor.tsc, anchor.ns};
+  std::memcpy(out + sizeof(EventHeader), &b4, sizeof b4);
+  return sizeof(EventHeader) + sizeof b4;
+}
+
+size_t BinarySink::clock(char* out, bool reset, const TscClock::Pair* samples,
+                         uint32_t n) noexcept {
+  // n <= kMaxClockSamplesPerEvent (the drainer's chunks): the body fits body_bytes.
+  const ClockBody b{n, static_cast<uint8_t>(reset ? 1 : 0), {}};
+  const EventHeader eh{static_cast<uint8_t>(EventType::kClock), 0,
+                       static_cast<uint16_t>(sizeof b + size_t{n} * sizeof(ClockSample))};
+  char* p = out;
+  std::memcpy(p, &eh, sizeof eh);
+  p += sizeof eh;
+  std::memcpy(p, &b, sizeof b);
+  p += sizeof b;
+  static_assert(sizeof(TscClock::Pair) == sizeof(ClockSample));
+  if (n != 0) std::memcpy(p, samples, size_t{n} * sizeof(ClockSample));
+  return sizeof eh + sizeof b + size_t{n} * sizeof(ClockSample);
 }
 
 void BinarySink::end_run(char* out, uint32_t slots, uint32_t records) noexcept {
   // slots <= kMaxRunSlots: the body fits body_bytes' 16 bits.
+  const size_t body = version_ >= 4 ? sizeof(RunBody4) : sizeof(RunBody);
   const EventHeader eh{static_cast<uint8_t>(EventType::kRun), 0,
-                       static_cast<uint16_t>(sizeof(RunBody) + size_t{slots} * kSlotBytes)};
+                       static_cast<uint16_t>(body + size_t{slots} * kSlotBytes)};
   std::memcpy(out, &eh, sizeof eh);
   std::memcpy(out + sizeof eh + offsetof(RunBody, slots), &slots, sizeof slots);
   std::memcpy(out + sizeof eh + offsetof(RunBody, records), &records, sizeof records);

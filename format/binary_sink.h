@@ -41,10 +41,16 @@ class BinarySink final : public Sink {
   // every span as event 3.
   bool runs() const noexcept override { return version_ >= 3; }
   size_t string(char* out, uint32_t id, std::string_view bytes) noexcept override;
+  // A version 3 file's runs have the 24-byte RunBody; version 4's RunBody4, with the anchor.
   size_t run_header_bytes() const noexcept override {
-    return sizeof(EventHeader) + sizeof(RunBody);
+    return sizeof(EventHeader) + (version_ >= 4 ? sizeof(RunBody4) : sizeof(RunBody));
   }
-  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq) noexcept override;
+  size_t begin_run(char* out, uint32_t pid, uint32_t tid, uint64_t first_seq,
+                   TscClock::Pair anchor) noexcept override;
+  // Version 4: event 9, and runs that keep TSC times.
+  bool clock_events() const noexcept override { return version_ >= 4; }
+  size_t clock(char* out, bool reset, const TscClock::Pair* samples,
+               uint32_t n) noexcept override;
   void end_run(char* out, uint32_t slots, uint32_t records) noexcept override;
   // The version the file header says (kTraceVersion unless set for a kept older prefix).
   void set_version(uint32_t version) noexcept { version_ = version; }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "format/event.h"
+#include "format/tsc_clock.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -60,12 +61,29 @@ class Sink {
   // A run of owner (pid, tid) starting at sequence number first_seq begins at `out`: the
   // drainer copies the slots right after run_header_bytes() and then calls end_run() with the
   // same `out`, the slot count (1..kMaxRunSlots) and the record count, once the slots are
-  // checked (and their TSC times converted). Returns the header bytes.
+  // checked (and, unless clock_events(), their TSC times converted). Returns the header bytes.
+  // `anchor` is the owner's clock anchor (its process' attach pair), which a sink with
+  // clock_events() keeps in the run for the reader's conversion of TSC times.
   virtual size_t begin_run(char* /*out*/, uint32_t /*pid*/, uint32_t /*tid*/,
-                           uint64_t /*first_seq*/) noexcept {
+                           uint64_t /*first_seq*/, TscClock::Pair /*anchor*/) noexcept {
     return 0;
   }
   virtual void end_run(char* /*out*/, uint32_t /*slots*/, uint32_t /*records*/) noexcept {}
+  // Binary version 4: runs keep their records' TSC times, and the reader converts them with the
+  // drainer's clock samples, which the drainer writes through clock() before the first run that
+  // follows their sampling (docs/binary-format.md, event 9). False: the drainer converts TSC
+  // times in its copy of a run (version 3, and the flight recorder, whose snapshot windows do
+  // not start where the clock's history does).
+  virtual bool clock_events() const noexcept { return false; }
+  // Writes `n` clock samples (at most kMaxClockSamplesPerEvent) at `out` (room for
+  // clock_event_bytes(n)): `reset` replaces the reader's samples, else they are added to them.
+  virtual size_t clock(char* /*out*/, bool /*reset*/, const TscClock::Pair* /*samples*/,
+                       uint32_t /*n*/) noexcept {
+    return 0;
+  }
+  static constexpr size_t clock_event_bytes(uint32_t n) noexcept {
+    return 4 + 8 + size_t{n} * 16;  // EventHeader, ClockBody, n ClockSamples
+  }
   // A sink that also wants each record of a run as the text drainer reads it (the tee, which
   // writes [STRACE] text beside the runs): the drainer then reads every record of the run from
   // the ring once more, record by record as the text path does, and calls run_record() for

@@ -95,14 +95,9 @@ class RingReader {
   // Copies the `n` slots from position() + `from` on (from + n <= capacity()) into `out` as
   // they are, wrapping at the ring's end: the drainer's run path (binary version 3), which then
   // checks the copy, never the shared slots. Moves nothing.
-  void copy_slots(uint64_t from, uint64_t n, std::byte* out) const noexcept {
-    const uint64_t mask = capacity_ - 1;
-    const uint64_t first = (position_ + from) & mask;
-    const uint64_t to_end = capacity_ - first;
-    const uint64_t a = n < to_end ? n : to_end;
-    std::memcpy(out, slots_ + first * kSlotBytes, a * kSlotBytes);
-    if (n > a) std::memcpy(out + a * kSlotBytes, slots_, (n - a) * kSlotBytes);
-  }
+  // Where the CPU has AVX2, 32-byte loads and stores (half the instructions of the 8-byte
+  // `rep movsq` the compiler makes of memcpy here); memcpy otherwise.
+  void copy_slots(uint64_t from, uint64_t n, std::byte* out) const noexcept;
   // Moves position() past `n` slots whose records the caller took from copy_slots().
   void advance(uint64_t n) noexcept { position_ += n; }
 

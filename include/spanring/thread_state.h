@@ -134,7 +134,7 @@ extern __attribute__((tls_model("initial-exec"))) __thread ThreadState* t_self;
 // the one the kernel's vDSO reads for CLOCK_MONOTONIC. Like rdtsc it is not ordered with the
 // instructions around it (no isb: the span's cost stays one read; a read a few instructions
 // early or late is below the counter's resolution on most parts). The drainer
-// (drain/tsc_clock.cpp) measures ticks per ns from (counter, CLOCK_MONOTONIC) pairs on either.
+// (format/tsc_clock.cpp) measures ticks per ns from (counter, CLOCK_MONOTONIC) pairs on either.
 inline uint64_t read_tsc() noexcept {
 #if defined(__x86_64__)
   return __rdtsc();

@@ -76,8 +76,19 @@ void TraceBuilder::string(uint16_t id, std::string_view bytes) {
   len_ += sink_.string(room(), id, bytes);
 }
 
+void TraceBuilder::clock(bool reset, const std::vector<TscClock::Pair>& samples) {
+  if (!open_) begin_block();
+  const size_t need = Sink::clock_event_bytes(static_cast<uint32_t>(samples.size()));
+  if (buf_.size() - len_ < need) {
+    end_block();
+    begin_block();
+  }
+  len_ += sink_.clock(buf_.data() + len_, reset, samples.data(),
+                      static_cast<uint32_t>(samples.size()));
+}
+
 void TraceBuilder::run(uint32_t pid, uint32_t tid, uint64_t first_seq, const std::string& slots,
-                       const std::vector<RecordCopy>& decoded) {
+                       const std::vector<RecordCopy>& decoded, TscClock::Pair anchor) {
   if (!open_) begin_block();
   const size_t need = sink_.run_header_bytes() + slots.size();
   if (buf_.size() - len_ < need) {
@@ -85,7 +96,7 @@ void TraceBuilder::run(uint32_t pid, uint32_t tid, uint64_t first_seq, const std
     begin_block();
   }
   char* out = buf_.data() + len_;
-  const size_t h = sink_.begin_run(out, pid, tid, first_seq);
+  const size_t h = sink_.begin_run(out, pid, tid, first_seq, anchor);
   std::memcpy(out + h, slots.data(), slots.size());
   sink_.end_run(out, static_cast<uint32_t>(slots.size() / kSlotBytes),
                 static_cast<uint32_t>(decoded.size()));
@@ -156,6 +167,23 @@ TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed) {
   // Strings: 1 a name, 2 and 3 keys, 4 an attribute text, 5 a name that needs escapes.
   const std::string_view strings[] = {"", "chip.run", "slot", "delta", "mode=fast lane=2",
                                       "odd name%"};
+  // Version 4: clock samples (event 9) as a drainer writes them, and a replica of the
+  // reader's clock that states the converted times of records carrying TSC ticks. Ticks run at
+  // ~3 per ns; a TSC record's start lies anywhere from before the first sample to past the last.
+  TscClock replica{TscClock::Replay{}};
+  std::vector<TscClock::Pair> samples;
+  uint64_t sample_tsc = 30'000'000'000;
+  uint64_t sample_ns = 9'000'000'000;
+  auto new_samples = [&](int n) {
+    samples.clear();
+    for (int i = 0; i < n; ++i) {
+      sample_tsc += 29'000'000 + rng() % 2'000'000;
+      sample_ns += 10'000'000 - 500 + rng() % 1000;
+      samples.push_back(TscClock::Pair{sample_tsc, sample_ns});
+      replica.add(samples.back());
+    }
+  };
+  const TscClock::Pair anchor{30'010'000'000, 9'003'000'000};
   for (int blk = 0; blk < blocks; ++blk) {
     b.begin_block();
     if (blk == 0) {
@@ -163,6 +191,11 @@ TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed) {
       b.thread(pid, tids[0], "main");
       b.thread(pid, tids[1], "worker");
       for (uint16_t id = 1; id <= 5; ++id) b.string(id, strings[id]);
+      new_samples(3);
+      b.clock(true, samples);
+    } else if (rng() % 2 == 0) {
+      new_samples(1 + static_cast<int>(rng() % 2));
+      b.clock(false, samples);
     }
     const int runs = 3 + static_cast<int>(rng() % 4);
     for (int r = 0; r < runs; ++r) {
@@ -175,6 +208,26 @@ TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed) {
         ts += 100 + rng() % 1000;
         const uint32_t dur = rng() % 5000;
         const uint64_t s = seq[t]++;
+        if (rng() % 4 == 0) {  // TSC ticks, converted by the reader
+          const uint64_t tick = 29'900'000'000 + rng() % (sample_tsc - 29'800'000'000);
+          const uint32_t dticks = rng() % 50'000;
+          const TscClock::Interval ns = replica.span_ns(tick, dticks, anchor);
+          std::string one;
+          uint16_t flags;
+          if (rng() % 2 == 0) {
+            one = compact_slot(s, tick, dticks, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+          } else {
+            one = ordinary_slots(s, tick, dticks, 0, 0, 0, "tsc.span", "k=v");
+          }
+          std::memcpy(&flags, one.data() + offsetof(RecordHeader, flags), sizeof flags);
+          flags |= kRecordTsc;
+          std::memcpy(one.data() + offsetof(RecordHeader, flags), &flags, sizeof flags);
+          slots += one;
+          decoded.push_back(make_record(s, ns.start_ns, ns.dur_ns, 0, 0, 0,
+                                        (flags & kRecordCompact) ? "chip.run" : "tsc.span",
+                                        (flags & kRecordCompact) ? "" : "k=v"));
+          continue;
+        }
         switch (rng() % 5) {
           case 0: {  // compact, two integer attributes, the second negative
             const uint16_t keys[2] = {2, 3};
@@ -208,7 +261,7 @@ TraceBuilder synthetic_v3_trace(int blocks, uint32_t seed) {
             decoded.push_back(make_record(s, ts, dur, 0, 0, 0, "chip.run", ""));
         }
       }
-      b.run(pid, tids[t], first, slots, decoded);
+      b.run(pid, tids[t], first, slots, decoded, anchor);
       if (rng() % 3 == 0) {
         const uint64_t k = 1 + rng() % 4;
         b.drops(pid, tids[t], k, seq[t], seq[t] + k - 1, DropReason::kRingFull);

@@ -25,6 +25,8 @@ spanring::RecordCopy make_record(uint64_t seq, uint64_t ts, uint64_t dur, uint64
 class TraceBuilder {
  public:
   explicit TraceBuilder(bool file_header = true, uint64_t first_block = 0);
+  // The version to write (before the first block): kTraceVersion unless set.
+  void set_version(uint32_t version) { sink_.set_version(version); }
   void begin_block();
   void end_block();
   void process(uint32_t pid, uint32_t tid, uint64_t mono, uint64_t wall, std::string_view cmd);
@@ -39,8 +41,13 @@ class TraceBuilder {
   // ring holds them (`slots`, whole 64-byte slots) whose decoded form the test states itself
   // (`decoded`, one record each, rendered into `text`).
   void string(uint16_t id, std::string_view bytes);
+  // Version 4: the run carries the owner's clock `anchor`; its records may hold TSC times,
+  // which `decoded` states converted.
   void run(uint32_t pid, uint32_t tid, uint64_t first_seq, const std::string& slots,
-           const std::vector<spanring::RecordCopy>& decoded);
+           const std::vector<spanring::RecordCopy>& decoded,
+           spanring::TscClock::Pair anchor = {0, 0});
+  // Version 4: clock samples (event 9); `reset` replaces the reader's samples.
+  void clock(bool reset, const std::vector<spanring::TscClock::Pair>& samples);
 
   std::string bytes;  // the binary file
   std::string text;   // the same events as [STRACE] text

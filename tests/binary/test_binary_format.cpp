@@ -11,7 +11,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <random>
+#include <vector>
 #include <string>
 #include <unistd.h>
 
@@ -123,7 +126,7 @@ TEST_CASE("every event BinarySink writes reads back and renders exactly as TextS
   const ReadResult res = read_bytes(b.bytes, r, &last);
   INFO(res.message);
   CHECK(res.status == ReadResult::Status::kComplete);
-  CHECK(res.format == "spanring binary trace v3");
+  CHECK(res.format == "spanring binary trace v4");
   CHECK(res.units == 6);
   CHECK(last == 5);
   CHECK(res.good_bytes == b.bytes.size());
@@ -300,12 +303,12 @@ TEST_CASE("corrupt files are refused with what is wrong and the byte offset") {
   }
   SUBCASE("an unknown version") {
     std::string f = b.bytes;
-    f[8] = 4;
+    f[8] = 5;
     TextRenderer r;
     const ReadResult res = read_bytes(f, r);
     CHECK(res.status == ReadResult::Status::kCorrupt);
-    CHECK(contains(res.message, "byte 8: unsupported format version 4 (this spanring reads "
-                                "versions 1..3)"));
+    CHECK(contains(res.message, "byte 8: unsupported format version 5 (this spanring reads "
+                                "versions 1..4)"));
     CHECK(r.events == 0);
   }
   SUBCASE("a huge length with a valid header checksum: over the limit") {
@@ -411,7 +414,7 @@ TEST_CASE("version 3: runs of compact, ordinary and packed records read back as 
   TextRenderer r;
   const ReadResult res = read_bytes(b.bytes, r);
   CHECK(res.status == ReadResult::Status::kComplete);
-  CHECK(res.format == "spanring binary trace v3");
+  CHECK(res.format == "spanring binary trace v4");
   CHECK(res.notes.empty());
   REQUIRE(!b.text.empty());
   CHECK(r.text == b.text);  // the text of each record as stated by hand in synthetic_v3_trace
@@ -451,8 +454,10 @@ TEST_CASE("version 3: a record naming an undefined string id, or not decoding, i
 }
 
 TEST_CASE("version 3: a run whose framing is wrong is a malformed event, and events 7 and 8 need version 3") {
-  auto one_run = [](const std::string& slots, uint32_t records, uint64_t first_seq = 0) {
+  auto one_run = [](const std::string& slots, uint32_t records, uint64_t first_seq = 0,
+                    uint32_t version = kTraceVersion) {
     TraceBuilder b;
+    b.set_version(version);
     b.begin_block();
     b.string(1, "s");
     b.run(7, 8, first_seq, slots, {});
@@ -484,7 +489,7 @@ TEST_CASE("version 3: a run whose framing is wrong is a malformed event, and eve
       {"more records than slots", one_run(good, 2), "claims 2 records"},
       {"fewer records than the slots hold", one_run(good + good, 1), "holds 1 records in 1 slots"},
       {"a compact record's sequence", one_run(good, 1, 5), "has sequence low bits 0, expected 5"},
-      {"a TSC time left in a run", one_run(tsc, 1), "bad flags 20"},
+      {"a TSC time left in a version 3 run", one_run(tsc, 1, 0, 3), "bad flags 20"},
       {"an ordinary record past the run",
        one_run(ordinary_slots(0, 1, 1, 0, 0, 0, "n", std::string(30, 'a')).substr(0, 64), 1),
        "claims 2 slots (1 published)"},
@@ -505,6 +510,184 @@ TEST_CASE("version 3: a run whose framing is wrong is a malformed event, and eve
   const ReadResult res = read_bytes(v2, r);
   CHECK(res.status == ReadResult::Status::kCorrupt);
   CHECK(contains(res.message, "string event in a version 2 file"));
+}
+
+// ---- version 4: the drainer's clock samples (event 9) and runs that keep TSC times
+
+namespace {
+
+// Writes the whole clock `c` as a drainer does after a reset: chunks of at most
+// kMaxClockSamplesPerEvent, the first with reset.
+void whole_clock(TraceBuilder& b, const TscClock& c) {
+  const std::vector<TscClock::Pair>& all = c.samples();
+  size_t done = 0;
+  do {
+    const size_t k = std::min<size_t>(all.size() - done, kMaxClockSamplesPerEvent);
+    b.clock(done == 0, std::vector<TscClock::Pair>(all.begin() + static_cast<ptrdiff_t>(done),
+                                                   all.begin() + static_cast<ptrdiff_t>(done + k)));
+    done += k;
+  } while (done < all.size());
+}
+
+}  // namespace
+
+TEST_CASE("version 4: TSC times of runs convert as the drainer's clock would, at every sample boundary, through resets and the clock's thinning") {
+  // The drainer's clock gains samples one at a time (as maybe_sample adds them) and the file
+  // carries each as event 9; every run's TSC records must read back as span_ns() of the
+  // drainer's clock at that point: ticks before the first sample, on a sample and one off it,
+  // between two, past the last, around the owner's anchor. 9,000 samples: the clock thins
+  // itself twice (kMaxSamples), and the reader must thin alike.
+  std::mt19937_64 rng(23);
+  TscClock drainer({{1'000'000'000, 5'000'000'000}, {1'030'000'000, 5'010'000'000}});
+  TraceBuilder b;
+  b.begin_block();
+  b.string(1, "t");
+  whole_clock(b, drainer);
+  uint64_t seq = 0;
+  uint64_t tsc_records = 0;
+  for (int round = 0; round < 9000; ++round) {
+    const TscClock::Pair last = drainer.samples().back();
+    const TscClock::Pair p{last.tsc + 29'000'000 + rng() % 2'000'000,
+                           last.ns + 10'000'000 - 300 + rng() % 600};
+    REQUIRE(drainer.add(p));
+    b.clock(false, {p});
+    // A sample that does not rise: the drainer's add() ignores it, so a file never holds it.
+    CHECK(!drainer.add(TscClock::Pair{p.tsc, p.ns + 5}));
+    if (round == 6000) whole_clock(b, drainer);  // a reset mid-file (a failed write's)
+    const std::vector<TscClock::Pair>& all = drainer.samples();
+    const TscClock::Pair some = all[rng() % all.size()];
+    const TscClock::Pair anchors[] = {{0, 0},
+                                      {some.tsc + 7, some.ns + 2},
+                                      {p.tsc + 1'000, p.ns + 400},
+                                      {all.front().tsc - 50, all.front().ns - 10}};
+    const TscClock::Pair anchor = anchors[rng() % 4];
+    const uint64_t ticks[] = {all.front().tsc - 1'000'000, some.tsc, some.tsc - 1, some.tsc + 1,
+                              p.tsc, p.tsc - 1, p.tsc + 1 + rng() % 50'000'000,
+                              anchor.tsc, anchor.tsc - 1, anchor.tsc + 1,
+                              some.tsc + rng() % 30'000'000};
+    std::string slots;
+    std::vector<RecordCopy> decoded;
+    const uint64_t first = seq;
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t t = ticks[rng() % (sizeof ticks / sizeof ticks[0])];
+      const auto dur = static_cast<uint32_t>(rng() % 3 == 0 ? 0 : rng() % 90'000'000);
+      std::string one = compact_slot(seq, t, dur, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+      const uint16_t flags = kRecordCompact | kRecordTsc;
+      std::memcpy(one.data() + offsetof(CompactRecord, flags), &flags, sizeof flags);
+      slots += one;
+      const TscClock::Interval ns = drainer.span_ns(t, dur, anchor);
+      decoded.push_back(make_record(seq, ns.start_ns, ns.dur_ns, 0, 0, 0, "t", ""));
+      ++seq;
+      ++tsc_records;
+    }
+    b.run(7, 8, first, slots, decoded, anchor);
+  }
+  b.end_block();
+  CHECK(drainer.samples().size() < TscClock::kMaxSamples);  // it thinned
+  TextRenderer r;
+  const ReadResult res = read_bytes(b.bytes, r);
+  CHECK(res.status == ReadResult::Status::kComplete);
+  CHECK(res.notes.empty());
+  CHECK(tsc_records > 20'000);
+  CHECK(r.text == b.text);
+}
+
+TEST_CASE("version 4: a TSC record before any clock event is one counted corrupt drop; event 9 is checked") {
+  TraceBuilder b;
+  b.begin_block();
+  b.string(1, "t");
+  std::string tsc = compact_slot(0, 1'000, 10, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+  const uint16_t flags = kRecordCompact | kRecordTsc;
+  std::memcpy(tsc.data() + offsetof(CompactRecord, flags), &flags, sizeof flags);
+  b.run(7, 8, 0, tsc + compact_slot(1, 2'000, 10, 0, 0, 0, 1, 0, nullptr, nullptr, 0),
+        std::vector<RecordCopy>(2), TscClock::Pair{500, 100});
+  // An empty clock (a drainer without a TSC): a tick at or past the anchor reads as the
+  // anchor's ns, as the drainer's to_ns gives it.
+  b.clock(true, {});
+  std::string tsc2 = tsc;
+  const uint32_t lo = 2;
+  std::memcpy(tsc2.data() + offsetof(CompactRecord, seq_lo), &lo, sizeof lo);
+  b.run(7, 8, 2, tsc2, std::vector<RecordCopy>(1), TscClock::Pair{500, 100});
+  b.end_block();
+  TextRenderer r;
+  const ReadResult res = read_bytes(b.bytes, r);
+  CHECK(res.status == ReadResult::Status::kComplete);
+  CHECK(r.text ==
+        "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=0 last_seq=0 reason=corrupt\n"
+        "[mono_ns=2010][T0x8][TIMING] emit_host_span: [STRACE] v=1 pid=7 tid=8 inv=0 hid=0 "
+        "depth=0 name=t ts=2000 dur=10 \n"
+        "[mono_ns=100][T0x8][TIMING] emit_host_span: [STRACE] v=1 pid=7 tid=8 inv=0 hid=0 "
+        "depth=0 name=t ts=100 dur=0 \n");
+  REQUIRE(res.notes.size() == 1);
+  CHECK(contains(res.notes[0], "no clock event precedes it"));
+
+  // Records that frame (slot count, flags, sequence) but fail the decoder's checks, which the
+  // version 4 drainer leaves to the reader: lengths that do not give the slot count, a compact
+  // attribute count past 4. Each is one counted corrupt drop; the run goes on around them.
+  {
+    TraceBuilder d;
+    d.begin_block();
+    d.string(1, "t");
+    d.clock(true, {});
+    std::string slots = compact_slot(0, 100, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+    std::string bad_len = ordinary_slots(1, 200, 1, 0, 0, 0, "nm", "");
+    const uint16_t name_len = 0;  // no name, and lengths that no longer give the slot count
+    std::memcpy(bad_len.data() + offsetof(RecordHeader, name_len), &name_len, sizeof name_len);
+    slots += bad_len;
+    std::string bad_count = compact_slot(2, 300, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+    bad_count[offsetof(CompactRecord, attrs)] = 5;
+    slots += bad_count;
+    slots += ordinary_slots(3, 400, 1, 0, 0, 0, "nm", std::string(100, 'a'));
+    d.run(7, 8, 0, slots, std::vector<RecordCopy>(4));
+    d.end_block();
+    TextRenderer dr;
+    const ReadResult dres = read_bytes(d.bytes, dr);
+    CHECK(dres.status == ReadResult::Status::kComplete);
+    CHECK(contains(dr.text, "name=t ts=100 dur=1 \n"
+                            "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=1 last_seq=1 "
+                            "reason=corrupt\n"
+                            "[SPANRING_DROPS] v=1 pid=7 tid=8 dropped=1 first_seq=2 last_seq=2 "
+                            "reason=corrupt\n"));
+    CHECK(contains(dr.text, "name=nm ts=400 dur=1 aaaa"));
+    REQUIRE(dres.notes.size() == 1);
+    CHECK(contains(dres.notes[0], "2 records of runs could not be decoded"));
+  }
+
+  // Event 9's own checks: count against the body, reset 0/1, the reserved bytes, and version 4.
+  auto with_clock = [](uint32_t count, uint8_t reset, size_t extra, uint32_t version) {
+    TraceBuilder c;
+    c.set_version(version);
+    c.begin_block();
+    c.clock(reset != 0, std::vector<TscClock::Pair>(count, TscClock::Pair{1, 1}));
+    c.end_block();
+    std::string f = c.bytes;
+    const size_t ev = kFileHeaderBytes + kBlockHeaderBytes;
+    if (reset > 1) f[ev + sizeof(EventHeader) + offsetof(ClockBody, reset)] = static_cast<char>(reset);
+    if (extra != 0) {
+      uint32_t bad = count + static_cast<uint32_t>(extra);
+      std::memcpy(f.data() + ev + sizeof(EventHeader), &bad, sizeof bad);
+    }
+    fix_crcs(f);
+    return f;
+  };
+  struct Case {
+    const char* what;
+    std::string file;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"a count the body does not hold", with_clock(2, 0, 1, kTraceVersion), "clock event of 40 bytes, expected 8 + 48"},
+      {"reset 2", with_clock(1, 2, 0, kTraceVersion), "reset 2"},
+      {"a clock event in a version 3 file", with_clock(1, 1, 0, 3), "clock event in a version 3 file"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    TextRenderer rr;
+    const ReadResult cr = read_bytes(c.file, rr);
+    CHECK(cr.status == ReadResult::Status::kCorrupt);
+    CHECK_MESSAGE(contains(cr.message, c.says), cr.message);
+  }
 }
 
 TEST_CASE("version 3: every 7th byte flipped and every 13th cut, with and without repaired checksums: refused or read, damage counted, never a crash") {

@@ -1,6 +1,6 @@
 // Span times under `spanring run` (tests/mp/clock_emitter.cpp): every span's [ts, ts + dur] lies
 // within the CLOCK_MONOTONIC reads the traced program took just before and after it. With an
-// invariant TSC, Spans are timed in TSC ticks and the drainer converts them (drain/tsc_clock.h);
+// invariant TSC, Spans are timed in TSC ticks and the drainer converts them (format/tsc_clock.h);
 // SPANRING_CLOCK=monotonic makes the producer read CLOCK_MONOTONIC, which must be exact.
 #include "mp_util.h"
 #include "strace_parser.h"

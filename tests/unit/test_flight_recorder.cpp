@@ -105,7 +105,7 @@ TEST_CASE("the window keeps the newest whole blocks within SIZE, and a snapshot 
   const ReadResult r = take_snapshot(fr, tmp.file("a.sptrace"), seen);
   INFO(r.message);
   CHECK(r.status == ReadResult::Status::kComplete);
-  CHECK(r.format == "spanring binary trace v3");
+  CHECK(r.format == "spanring binary trace v4");
   CHECK(seen.processes == std::set<uint32_t>{100});
   CHECK(seen.threads == std::set<std::pair<uint32_t, uint32_t>>{{100, 101}});
   const std::vector<uint64_t>& spans = seen.spans[{100, 101}];

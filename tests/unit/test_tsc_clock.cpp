@@ -1,5 +1,5 @@
-// TscClock (drain/tsc_clock.h): TSC ticks to CLOCK_MONOTONIC ns from sample pairs.
-#include "drain/tsc_clock.h"
+// TscClock (format/tsc_clock.h): TSC ticks to CLOCK_MONOTONIC ns from sample pairs.
+#include "format/tsc_clock.h"
 
 #include <doctest/doctest.h>
 
@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -108,4 +109,74 @@ TEST_CASE("span_ns is both ends through to_ns, past the last sample and before i
         CHECK(iv.start_ns == start);
         CHECK(iv.dur_ns == (end > start ? end - start : 0));
       }
+}
+
+TEST_CASE("Spans (a reader's run) gives span_ns exactly: every path, random clocks, thinned ones") {
+  // TscClock::Spans precomputes a run's common cases (past the last sample in 64-bit or 128-bit
+  // products, between the last two samples); the binary reader converts with it, so it must
+  // agree with span_ns, which the drainer converts with, for any tick, duration and anchor.
+  std::mt19937_64 rng(2323);
+  for (int round = 0; round < 40; ++round) {
+    TscClock c(TscClock::Replay{});
+    uint64_t tsc = 1'000'000 + rng() % 1'000'000;
+    uint64_t ns = rng() % 2 ? rng() % 1'000'000 : UINT64_MAX - (uint64_t{1} << 33);
+    const int n = round < 4 ? 4'500 : 1 + static_cast<int>(rng() % 40);  // thinned when 4,500
+    // ~3 ticks per ns, or ~0.3 (a slow counter: the 128-bit way), with jitter.
+    const bool slow_counter = round % 5 == 4;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t dt = slow_counter ? 3'000'000 : 30'000'000 + rng() % 1'000'000;
+      tsc += dt;
+      ns += slow_counter ? 10'000'000 : 10'000'000 - 500 + rng() % 1'000;
+      if (ns < 1'000) ns = 1'000;
+      c.add(TscClock::Pair{tsc, ns});
+    }
+    const std::vector<TscClock::Pair>& s = c.samples();
+    for (int k = 0; k < 400; ++k) {
+      const TscClock::Pair pick = s[rng() % s.size()];
+      const TscClock::Pair anchors[] = {{0, 0},
+                                        {pick.tsc, pick.ns},
+                                        {pick.tsc + 1 + rng() % 5'000, pick.ns + rng() % 3'000},
+                                        {s.back().tsc + rng() % 9'000, s.back().ns + 700},
+                                        {s.back().tsc - 1, s.back().ns + 5'000'000},
+                                        {1, 0}};
+      const TscClock::Pair a = anchors[rng() % 6];
+      const TscClock::Spans spans(c, a);
+      for (int j = 0; j < 8; ++j) {
+        const uint64_t base = rng() % 3 == 0 ? s.back().tsc : s[rng() % s.size()].tsc;
+        const uint64_t offsets[] = {0, 1, rng() % 40'000'000, (uint64_t{1} << 32) + rng() % 9,
+                                    uint64_t(0) - 1 - rng() % 1'000};
+        const uint64_t t = base + offsets[rng() % 5];
+        const uint64_t durs[] = {0, 1, rng() % 90'000'000, (uint64_t{1} << 32) - 1,
+                                 UINT64_MAX - rng() % 3};
+        const uint64_t d = durs[rng() % 5];
+        const TscClock::Interval want = c.span_ns(t, d, a);
+        const TscClock::Interval got = spans(t, d);
+        CHECK(got.start_ns == want.start_ns);
+        CHECK(got.dur_ns == want.dur_ns);
+      }
+    }
+  }
+}
+
+TEST_CASE("a replayed clock: add() of the same samples gives the same samples, thinning included") {
+  TscClock drainer({{100, 10}, {400, 110}});
+  TscClock reader(TscClock::Replay{});
+  for (const TscClock::Pair& p : drainer.samples()) reader.add(p);
+  for (uint64_t i = 0; i < 9'000; ++i) {
+    const TscClock::Pair p{drainer.samples().back().tsc + 300 + i % 7,
+                           drainer.samples().back().ns + 100};
+    CHECK(drainer.add(p));
+    CHECK(reader.add(p));
+    CHECK_FALSE(reader.add(p));  // not rising: ignored alike
+  }
+  REQUIRE(drainer.samples().size() == reader.samples().size());
+  CHECK(drainer.samples().size() < TscClock::kMaxSamples);
+  for (size_t i = 0; i < drainer.samples().size(); ++i) {
+    CHECK(drainer.samples()[i].tsc == reader.samples()[i].tsc);
+    CHECK(drainer.samples()[i].ns == reader.samples()[i].ns);
+  }
+  reader.clear();
+  CHECK(reader.samples().empty());
+  CHECK(reader.to_ns(500, TscClock::Pair{400, 77}) == 77);  // no sample: the anchor's ns
+  CHECK(reader.to_ns(300, TscClock::Pair{400, 77}) == 0);
 }

@@ -1,4 +1,4 @@
-#include "drain/tsc_clock.h"
+#include "format/tsc_clock.h"
 
 #include <spanring/thread_state.h>
 
@@ -29,11 +29,6 @@ uint64_t slope(TscClock::Pair a, TscClock::Pair b) {
   if (b.tsc <= a.tsc || b.ns < a.ns) return 0;
   const u128 r = (u128(b.ns - a.ns) << 32) / (b.tsc - a.tsc);
   return r > UINT64_MAX ? UINT64_MAX : uint64_t(r);
-}
-
-uint64_t saturating_add(uint64_t a, u128 b) {
-  const u128 s = u128(a) + b;
-  return s > UINT64_MAX ? UINT64_MAX : uint64_t(s);
 }
 
 }  // namespace
@@ -83,8 +78,19 @@ void TscClock::update_rate() {
   sample_ticks_ = rate_ == 0 ? 1 : uint64_t((u128(kSampleEveryNs) << 32) / rate_);
 }
 
-void TscClock::add(Pair p) {
-  if (!samples_.empty() && (p.tsc <= samples_.back().tsc || p.ns < samples_.back().ns)) return;
+void TscClock::clear() noexcept {
+  samples_.clear();
+  slopes_.clear();
+  rate_ = 0;
+  sample_ticks_ = 0;
+  slope_lo_ = slope_hi_ = Pair{0, 0};
+  slope_lo_hi_ = 0;
+  hint_ = 0;
+}
+
+bool TscClock::add(Pair p) {
+  if (!samples_.empty() && (p.tsc <= samples_.back().tsc || p.ns < samples_.back().ns))
+    return false;
   if (samples_.size() == kMaxSamples) {
     // Keep every other sample and the last: the same span of time at half the resolution.
     size_t out = 0;
@@ -97,17 +103,13 @@ void TscClock::add(Pair p) {
   if (!samples_.empty()) slopes_.push_back(slope(samples_.back(), p));
   samples_.push_back(p);
   update_rate();
+  return true;
 }
 
-void TscClock::maybe_sample() {
-  if (samples_.empty()) return;
-  if (rdtsc() - samples_.back().tsc >= sample_ticks_) add(read_pair());
-}
-
-inline uint64_t TscClock::apply(Pair from, uint64_t t, uint64_t rate, bool backward) {
-  if (!backward) return saturating_add(from.ns, (u128(t - from.tsc) * rate) >> 32);
-  const u128 back = (u128(from.tsc - t) * rate) >> 32;
-  return back >= from.ns ? 0 : from.ns - uint64_t(back);
+bool TscClock::maybe_sample() {
+  if (samples_.empty()) return false;
+  if (rdtsc() - samples_.back().tsc >= sample_ticks_) return add(read_pair());
+  return false;
 }
 
 uint64_t TscClock::to_ns(uint64_t t, Pair anchor) const {
