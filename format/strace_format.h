@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace spanring {
@@ -38,8 +39,12 @@ size_t format_span(char* out, const SpanEvent& e) noexcept;
 // writes without it, whatever the order of lines (test_text_sink).
 class SpanLineOwner {
  public:
-  // The fragment for (pid, tid): formatted when they differ from the last call's.
-  const char* bytes(uint32_t pid, uint32_t tid) noexcept;
+  // The fragment for (pid, tid): formatted when they differ from the last call's (out of line,
+  // once per owner change; the compare is inline).
+  const char* bytes(uint32_t pid, uint32_t tid) noexcept {
+    if (__builtin_expect(!set_ || pid != pid_ || tid != tid_, 0)) set_owner(pid, tid);
+    return bytes_;
+  }
   size_t size() const noexcept { return len_; }
   // The longest fragment: fixed text (5 + 10 + 34 + 5 + 5) and three numbers of at most 8
   // (hex), 10 and 10 digits.
@@ -50,13 +55,20 @@ class SpanLineOwner {
 
   // Writes `<inv> hid=<hid> depth=` at `out` (room for kInvHidCopyBytes), from the kept text when
   // (inv, hid) are the last call's; returns the end.
-  char* inv_hid(char* out, uint64_t inv, uint64_t hid) noexcept;
+  char* inv_hid(char* out, uint64_t inv, uint64_t hid) noexcept {
+    if (__builtin_expect(!inv_hid_set_ || inv != inv_ || hid != hid_, 0)) set_inv_hid(inv, hid);
+    std::memcpy(out, inv_hid_, kInvHidCopyBytes);  // the rest is overwritten next
+    return out + inv_hid_len_;
+  }
   // The longest `<inv> hid=<hid> depth=`: 20 + 5 + 16 + 7 bytes; copied whole.
   static constexpr size_t kInvHidCopyBytes = 48;
 
   DecimalCache times;  // ts and ts + dur of this sink's lines
 
  private:
+  [[gnu::noinline]] void set_owner(uint32_t pid, uint32_t tid) noexcept;
+  [[gnu::noinline]] void set_inv_hid(uint64_t inv, uint64_t hid) noexcept;
+
   uint64_t inv_ = 0;
   uint64_t hid_ = 0;
   bool inv_hid_set_ = false;

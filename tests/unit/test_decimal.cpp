@@ -94,3 +94,84 @@ TEST_CASE("DecimalCache writes what std::to_chars writes, whatever came before")
     check(v);
   }
 }
+
+TEST_CASE("add_digits8 gives the digits of a sum under 10^8 for any carry chain") {
+  using decimal_detail::add_digits8;
+  using decimal_detail::digits8;
+  auto check = [](uint32_t a, uint32_t b) {
+    REQUIRE(a + b < 100'000'000u);
+    const uint64_t got = add_digits8(digits8(a), digits8(b));
+    if (got != digits8(a + b)) FAIL("add_digits8(", a, ", ", b, ") is not the digits of ", a + b);
+  };
+  // Every carry chain: 10^k - 1 plus 1..10 ripples through k digits.
+  for (uint32_t p = 1; p < 100'000'000u; p *= 10)
+    for (uint32_t d = 1; d <= 10 && p - 1 + d < 100'000'000u; ++d) {
+      check(p - 1, d);
+      check(d, p - 1);
+    }
+  check(99'999'999, 0);
+  check(0, 0);
+  check(49'999'999, 50'000'000);
+  std::mt19937 rng(0xadd8);
+  for (int i = 0; i < 1'000'000; ++i) {
+    const uint32_t a = rng() % 100'000'000u;
+    const uint32_t b = (rng() % 2 ? rng() % (100'000'000u - a) : rng() % 1000u) % (100'000'000u - a);
+    check(a, b);
+  }
+}
+
+TEST_CASE("DecimalCache::span writes a span's end, start and dur as std::to_chars does") {
+  // Spans whose end shares the start's leading digits (the digit-by-digit sum), spans that
+  // cross a 10^8 boundary, times outside [10^8, 10^16), long and zero durations, the three
+  // numbers written in different orders, interleaved with plain write() on the same cache.
+  DecimalCache cache;
+  auto check = [&](uint64_t ts, uint64_t dur, int order) {
+    DecimalCache::SpanTimes t = cache.span(ts, dur);
+    char end[24], start[24], d[24];
+    std::memset(end, '#', sizeof end);
+    std::memset(start, '#', sizeof start);
+    std::memset(d, '#', sizeof d);
+    char* e_end = nullptr;
+    char* s_end = nullptr;
+    char* d_end = nullptr;
+    if (order == 0) {
+      e_end = t.end(end);
+      s_end = t.start(start);
+      d_end = t.dur(d);
+    } else {
+      d_end = t.dur(d);
+      s_end = t.start(start);
+      e_end = t.end(end);
+    }
+    for (size_t i = 20; i < 24; ++i) REQUIRE((end[i] == '#' && start[i] == '#' && d[i] == '#'));
+    const std::string want_end = library(ts + dur, 10);
+    if (std::string(end, e_end) != want_end || std::string(start, s_end) != library(ts, 10) ||
+        std::string(d, d_end) != library(dur, 10))
+      FAIL("span ts=", ts, " dur=", dur, ": end '", std::string(end, e_end), "' start '",
+           std::string(start, s_end), "' dur '", std::string(d, d_end), "'");
+  };
+  const uint64_t edges[] = {0, 1, 9, 10, 99'999'999, 100'000'000, 100'000'001, 199'999'999,
+                            12'776'399'999'999, 12'776'400'000'000, 9'999'999'999'999'999ull,
+                            10'000'000'000'000'000ull, UINT64_MAX / 2};
+  const uint64_t durs[] = {0, 1, 9, 10, 11, 99, 12'345, 99'999'999, 100'000'000, 1ull << 40};
+  for (const uint64_t ts : edges)
+    for (const uint64_t dur : durs) {
+      check(ts, dur, 0);
+      check(ts, dur, 1);
+    }
+  std::mt19937_64 rng(0x5ba7);
+  uint64_t ts = 12'776'320'282'962;
+  for (int i = 0; i < 300'000; ++i) {
+    const uint64_t r = rng();
+    if (r % 13 == 0) ts = rng() >> (rng() % 64);
+    else if (r % 13 == 1) ts = (ts / 100'000'000 + 1) * 100'000'000 - (r >> 40) % 1000;
+    else ts += (r >> 16) % 5'000'000;
+    const uint64_t dur = r % 7 == 0 ? rng() >> (rng() % 64) : (r >> 24) % 3'000'000;
+    if (ts + dur < ts) continue;  // the end wraps: no such span
+    check(ts, dur, static_cast<int>(r >> 63));
+    if (r % 5 == 0) {  // the plain writes share the cache's leading digits
+      char buf[24];
+      REQUIRE(std::string(buf, cache.write(buf, ts + 7)) == library(ts + 7, 10));
+    }
+  }
+}

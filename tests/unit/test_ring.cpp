@@ -370,10 +370,15 @@ TEST_CASE("unpack_attrs: well-formed lists give their text; any malformed one is
   const uint32_t first = 2 + 1 + 2;  // "a", 300 takes two bytes
   for (uint32_t cut = 1; cut < first; ++cut) CHECK(unpack_attrs(buf, cut, out, sizeof out) == -1);
   auto refused = [&](std::initializer_list<int> bytes) {
-    char in[32];
+    char in[32 + 16];  // unpack_attrs_fast reads up to 16 bytes past the list
     uint32_t k = 0;
     for (int b : bytes) in[k++] = static_cast<char>(b);
-    return unpack_attrs(in, k, out, sizeof out) == -1;
+    // The readers' unpacker must refuse it too (both check tokens with next_packed_token).
+    char fast_out[kAttrsWriteRoom];
+    const bool fast_refused = unpack_attrs_fast(in, k, fast_out) == -1;
+    const bool slow_refused = unpack_attrs(in, k, out, sizeof out) == -1;
+    CHECK(fast_refused == slow_refused);
+    return slow_refused;
   };
   CHECK(refused({0x00, 0}));              // kind 0
   CHECK(refused({0x30, 0}));              // kind 3
