@@ -142,6 +142,34 @@ SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept 
   return string_id_in(g_module_strings, p, len);
 }
 
+// string_id for two literals `a` and `b` (lengths as string_id's) into `id_a` and `id_b`: both
+// words loaded first, then one test of the table's generation for the two, instead of one after
+// each acquire load (which the compiler may not merge).
+SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char* b,
+                                       uint32_t len_b, uint16_t& id_a, uint16_t& id_b) noexcept {
+  ModuleStrings& table = g_module_strings;
+  const uintptr_t at_a = reinterpret_cast<uintptr_t>(a);
+  const uintptr_t at_b = reinterpret_cast<uintptr_t>(b);
+  // acquire: as string_id_in's.
+  const uint64_t x = table.words[(at_a * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].load(
+                         std::memory_order_acquire) ^
+                     (static_cast<uint64_t>(at_a) << 16);
+  const uint64_t y = table.words[(at_b * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].load(
+                         std::memory_order_acquire) ^
+                     (static_cast<uint64_t>(at_b) << 16);
+  // relaxed generations: see string_id_in.
+  if (__builtin_expect((x | y) < 0x10000 &&
+                           table.generation.load(std::memory_order_relaxed) ==
+                               g_attach_generation.load(std::memory_order_relaxed),
+                       1)) {
+    id_a = static_cast<uint16_t>(x);
+    id_b = static_cast<uint16_t>(y);
+    return;
+  }
+  id_a = string_id_in(table, a, len_a);
+  id_b = string_id_in(table, b, len_b);
+}
+
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
 // static in the caller's function, so it lives in the .bss of the module that holds the call
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
@@ -761,8 +789,12 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
                             __builtin_strlen(attrs) <= kStringMaxBytes))) {
     const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
     const uint32_t attrs_len = attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs));
-    const uint16_t name_id = detail::string_id(name, name_len);
-    const uint16_t attrs_id = attrs_len == 0 ? uint16_t{0} : detail::string_id(attrs, attrs_len);
+    uint16_t name_id;
+    uint16_t attrs_id = 0;
+    if (attrs_len == 0)
+      name_id = detail::string_id(name, name_len);
+    else
+      detail::string_ids(name, name_len, attrs, attrs_len, name_id, attrs_id);
     detail::ThreadState* const t = detail::t_self;
     // The common case, written here as one CompactRecord naming both strings: both interned, a
     // thread whose ring is claimed, not busy, not a vfork child, no drop since its last record,
