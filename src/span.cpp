@@ -567,6 +567,17 @@ void Span::end(detail::SpanData d) noexcept {
 void Span::end_at(detail::SpanData d, int64_t end) noexcept { d.end_at(end); }
 
 void detail::SpanData::end_at(int64_t end) noexcept {
+  if (inline_ != 0) {
+    // Begun inline (Span::begin_inline), which leaves these unset: a literal name (at most
+    // kStringMaxBytes), timed by the counter; attrs_ empty and packed until an attribute went
+    // there (settle(), spilled_).
+    name_len_ = static_cast<uint16_t>(strnlen(name_, kNameRawMax));
+    tsc_ = true;
+    if (spilled_ == 0) {
+      packed_ = true;
+      attrs_len_ = 0;
+    }
+  }
   // begin() found or made the state, and t_self keeps it until the thread's key destructor
   // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
   // a signal handler's Span begins and ends inside the handler.

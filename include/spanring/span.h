@@ -421,7 +421,7 @@ class Span : private detail::SpanData {
         if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
                                  spanring_vfork_child == 0,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, nullptr);
+          begin_inline(*t, name, id, nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
       } else {
@@ -451,7 +451,7 @@ class Span : private detail::SpanData {
         if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
                                  spanring_vfork_child == 0,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, &site);
+          begin_inline(*t, name, id, &site);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
       } else {
@@ -488,6 +488,7 @@ class Span : private detail::SpanData {
           ++count_;
         } else {
           const uint8_t count = count_;
+          settle();
           data() = add_number(data(), key, __builtin_strlen(key), value < 0,
                               value < 0 ? 0 - static_cast<uint64_t>(value)
                                         : static_cast<uint64_t>(value));
@@ -506,6 +507,7 @@ class Span : private detail::SpanData {
           ++count_;
         } else {
           const uint8_t count = count_;
+          settle();
           data() = add_number(data(), key, __builtin_strlen(key), false, value);
           after_fallback(count);
         }
@@ -541,6 +543,7 @@ class Span : private detail::SpanData {
   // here on (its compact attributes, if any, become packed tokens first).
   Span& attr(std::string_view key, int64_t value) noexcept {
     if (name_ != nullptr) {
+      settle();
       if (fits(key)) {
         spilled_ = 1;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
@@ -556,6 +559,7 @@ class Span : private detail::SpanData {
   }
   Span& attr(std::string_view key, uint64_t value) noexcept {
     if (name_ != nullptr) {
+      settle();
       if (fits(key)) {
         spilled_ = 1;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
@@ -578,6 +582,7 @@ class Span : private detail::SpanData {
   // Text value; it should hold no space (a space separates tokens in [STRACE]).
   Span& attr(std::string_view key, std::string_view value) noexcept {
     if (name_ != nullptr) {
+      settle();
       data() = append_text(data(), key, value);
       spilled_ = 1;
     }
@@ -626,9 +631,12 @@ class Span : private detail::SpanData {
   // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
   // the span's fields, the counter read and the open-span note (ring->open[depth], then
   // open_depth), which a drainer reports when this process is killed before the span ends.
+  // name_len_, tsc_, packed_ and attrs_len_ are left unset: only the library reads them, and
+  // its end_at sets them for a span begun here (inline_ != 0: the name's length, the counter,
+  // packed) and settle() before an attribute goes there; stored here they would be stores on
+  // every span (the compiler keeps them in memory: only the fallbacks' copies read them).
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
-                                           uint16_t name_len, uint16_t name_id,
-                                           detail::SpanSite* site) noexcept {
+                                           uint16_t name_id, detail::SpanSite* site) noexcept {
     const uint32_t depth = t.depth;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
@@ -636,15 +644,11 @@ class Span : private detail::SpanData {
     inv_ = inv;
     hid_ = hid;
     depth_ = depth;
-    name_len_ = name_len < kNameRawMax ? name_len : static_cast<uint16_t>(kNameRawMax);
     name_id_ = name_id;
     count_ = 0;
     negative_ = 0;
     spilled_ = 0;
     clear_compact();
-    tsc_ = true;
-    packed_ = true;
-    attrs_len_ = 0;
     strings_ = &detail::g_module_strings;
     // A constant at each call: a plain Span stores no site (inline_ 1 says there is none).
     if (site != nullptr) {
@@ -757,6 +761,15 @@ class Span : private detail::SpanData {
     // The slots past count_ are null and 0 from begin (clear_compact).
     keys_[count_] = key;
     return true;
+  }
+  // Before an attribute goes to attrs_ (inline or in the library): a span whose attributes are
+  // not there yet has an empty, packed buffer (begin_inline leaves both unset). A constant test
+  // where the span is in registers.
+  SPANRING_ALWAYS_INLINE void settle() noexcept {
+    if (spilled_ == 0) {
+      packed_ = true;
+      attrs_len_ = 0;
+    }
   }
   // After an integer attribute with a literal key went to the library (which spilled the span):
   // count_ as the inline path would have left it (see count_), from `count` before the call.
