@@ -138,69 +138,103 @@ Invocation::~Invocation() {
   t.hid = saved_hid_;
 }
 
-void Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*,
-                 detail::SpanSite*) noexcept {
-  LoggerThread& t = t_state;
-  name_ = name != nullptr ? name : "";
-  packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
-  count_ = kSpilled;  // nothing is kept compact: a literal key's integer comes to add_number
-  strings_ = nullptr;
-  site_ = nullptr;
-  tsc_ = false;
-  inline_ = 0;  // never ends inline (finish): end() writes the line
-  depth_ = t.depth++;
-  inv_ = t.inv;
-  hid_ = t.hid;
-  attrs_len_ = 0;
-  start_ = clock_ns();
-}
+namespace {
 
-void Span::end() noexcept { end_at(clock_ns()); }
-
-void Span::end_at(int64_t end_ns) noexcept {
-  t_state.depth -= 1;
-  write_line(name_, inv_, hid_, depth_, start_, end_ns - start_, attrs_, attrs_len_);
-}
-
-void Span::append(std::string_view text) noexcept {
-  const size_t room = kAttrsRawMax - attrs_len_;
+void text_append(detail::SpanData& d, std::string_view text) noexcept {
+  const size_t room = kAttrsRawMax - d.attrs_len_;
   const size_t n = text.size() < room ? text.size() : room;
-  std::memcpy(attrs_ + attrs_len_, text.data(), n);
-  attrs_len_ = static_cast<uint16_t>(attrs_len_ + n);
+  std::memcpy(d.attrs_ + d.attrs_len_, text.data(), n);
+  d.attrs_len_ = static_cast<uint16_t>(d.attrs_len_ + n);
 }
 
-// The attr() overloads are inline in span.h: with packed_ false, a check, then one of these.
-void Span::append_uint(std::string_view key, uint64_t value) noexcept {
-  char buf[24];
-  const int n = std::snprintf(buf, sizeof buf, "=%llu", static_cast<unsigned long long>(value));
-  if (attrs_len_ != 0) append(" ");
-  append(key);
-  append({buf, static_cast<size_t>(n)});
-}
-
-void Span::append_int(std::string_view key, int64_t value) noexcept {
-  char buf[24];
-  const int n = std::snprintf(buf, sizeof buf, "=%lld", static_cast<long long>(value));
-  if (attrs_len_ != 0) append(" ");
-  append(key);
-  append({buf, static_cast<size_t>(n)});
-}
-
-void Span::add_number(const char* key, size_t key_len, bool negative,
-                      uint64_t magnitude) noexcept {
+void text_number(detail::SpanData& d, std::string_view key, bool negative,
+                   uint64_t magnitude) noexcept {
   char buf[24];
   const int n = std::snprintf(buf, sizeof buf, negative ? "=-%llu" : "=%llu",
                               static_cast<unsigned long long>(magnitude));
-  if (attrs_len_ != 0) append(" ");
-  append({key, key_len});
-  append({buf, static_cast<size_t>(n)});
+  if (d.attrs_len_ != 0) text_append(d, " ");
+  text_append(d, key);
+  text_append(d, {buf, static_cast<size_t>(n)});
 }
 
-void Span::append_text(std::string_view key, std::string_view value) noexcept {
-  if (attrs_len_ != 0) append(" ");
-  append(key);
-  append("=");
-  append(value);
+// The integers span.h kept inline (literal keys, 32-bit values) become text first, in order:
+// span.h keeps them whatever begin() set, and hands the span here only when it ends or when an
+// attribute cannot be kept inline.
+void text_spill(detail::SpanData& d) noexcept {
+  if (d.spilled_ != 0) return;
+  d.spilled_ = 1;
+  for (uint32_t i = 0; i < d.count_; ++i) {
+    const bool negative = (d.negative_ >> i & 1) != 0;
+    const uint64_t magnitude =
+        negative ? uint64_t{0} - static_cast<uint64_t>(static_cast<int32_t>(d.values_[i]))
+                 : uint64_t{d.values_[i]};
+    text_number(d, d.keys_[i], negative, magnitude);
+  }
+}
+
+}  // namespace
+
+detail::SpanData Span::begin(const char* name, size_t, uint16_t, detail::ModuleStrings*,
+                             detail::SpanSite*) noexcept {
+  LoggerThread& t = t_state;
+  detail::SpanData d;
+  d.name_ = name != nullptr ? name : "";
+  d.packed_ = false;  // every attr() comes here and is formatted as text, as today's runtimes do
+  d.spilled_ = 0;
+  d.count_ = 0;
+  d.negative_ = 0;
+  d.strings_ = nullptr;  // no module table: nothing more is kept inline
+  d.site_ = nullptr;
+  d.tsc_ = false;
+  d.inline_ = 0;  // never ends inline (finish): end() writes the line
+  d.depth_ = t.depth++;
+  d.inv_ = t.inv;
+  d.hid_ = t.hid;
+  d.attrs_len_ = 0;
+  d.start_ = clock_ns();
+  return d;
+}
+
+void Span::end(detail::SpanData d) noexcept { end_at(d, clock_ns()); }
+
+void Span::end_at(detail::SpanData d, int64_t end_ns) noexcept {
+  t_state.depth -= 1;
+  text_spill(d);
+  write_line(d.name_, d.inv_, d.hid_, d.depth_, d.start_, end_ns - d.start_, d.attrs_,
+             d.attrs_len_);
+}
+
+// The attr() overloads are inline in span.h: with packed_ false, a check, then one of these.
+detail::SpanData Span::append_uint(detail::SpanData d, std::string_view key,
+                                   uint64_t value) noexcept {
+  text_spill(d);
+  text_number(d, key, false, value);
+  return d;
+}
+
+detail::SpanData Span::append_int(detail::SpanData d, std::string_view key,
+                                  int64_t value) noexcept {
+  text_spill(d);
+  text_number(d, key, value < 0,
+                value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+  return d;
+}
+
+detail::SpanData Span::add_number(detail::SpanData d, const char* key, size_t key_len,
+                                  bool negative, uint64_t magnitude) noexcept {
+  text_spill(d);
+  text_number(d, {key, key_len}, negative, magnitude);
+  return d;
+}
+
+detail::SpanData Span::append_text(detail::SpanData d, std::string_view key,
+                                   std::string_view value) noexcept {
+  text_spill(d);
+  if (d.attrs_len_ != 0) text_append(d, " ");
+  text_append(d, key);
+  text_append(d, "=");
+  text_append(d, value);
+  return d;
 }
 
 }  // namespace spanring

@@ -4,9 +4,10 @@
 // CompactRecord written under the thread's busy flag, and for anything else the ordinary record
 // through span.cpp's guarded write (write_span_record).
 #include "src/id_span.h"
-
 #include "src/producer.h"
 #include "src/string_table.h"
+
+#include <cstring>
 
 namespace spanring {
 namespace detail {
@@ -94,7 +95,9 @@ bool id_span_end_compact(IdSpan& s, const uint32_t* values, uint64_t keys, uint3
     if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
       const uint32_t depth = s.depth;
       t->depth -= 1;
-      t->ring.put_compact(static_cast<uint64_t>(s.start), s.inv, s.hid, values,
+      uint64_t v[2];  // the values as the record's two words (put_compact)
+      std::memcpy(v, values, sizeof v);
+      t->ring.put_compact(static_cast<uint64_t>(s.start), s.inv, s.hid, v[0], v[1],
                           static_cast<uint32_t>(dur),
                           static_cast<uint16_t>(kRecordCompact | (s.tsc != 0 ? kRecordTsc : 0)),
                           s.name_id, keys, static_cast<uint8_t>(depth),

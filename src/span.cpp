@@ -440,8 +440,15 @@ Invocation::~Invocation() {
   }
 }
 
-void Span::begin(const char* name, size_t name_len, uint16_t name_id,
-                 detail::ModuleStrings* strings, detail::SpanSite* site) noexcept {
+detail::SpanData Span::begin(const char* name, size_t name_len, uint16_t name_id,
+                             detail::ModuleStrings* strings, detail::SpanSite* site) noexcept {
+  detail::SpanData d;
+  d.begin(name, name_len, name_id, strings, site);
+  return d;
+}
+
+void detail::SpanData::begin(const char* name, size_t name_len, uint16_t name_id,
+                             detail::ModuleStrings* strings, detail::SpanSite* site) noexcept {
   site_ = site;
   if (spanring_vfork_child) {
     // A vfork child must not touch its parent's ring or depth (it shares the parent's memory).
@@ -472,6 +479,7 @@ void Span::begin(const char* name, size_t name_len, uint16_t name_id,
   hid_ = t.hid;
   count_ = 0;
   negative_ = 0;
+  spilled_ = 0;
   packed_ = true;
   attrs_len_ = 0;
   const bool tsc = g_process.use_tsc;
@@ -517,7 +525,7 @@ void Span::begin(const char* name, size_t name_len, uint16_t name_id,
 // of the last key set of a span of this name when the keys are the same pointers of the same
 // table (compares only), else looked up one by one in strings_ and memoized. False when a key
 // has no id. Inside the thread's guard only (the memo is not signal-safe otherwise).
-__attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
+__attribute__((always_inline)) inline bool detail::SpanData::key_ids(detail::KeyMemo* memos,
                                                         uint64_t& keys) const noexcept {
   const uint32_t count = count_;
   if (count == 0) {
@@ -552,9 +560,24 @@ __attribute__((always_inline)) inline bool Span::key_ids(detail::KeyMemo* memos,
   return true;
 }
 
-void Span::end() noexcept { end_at(tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns()); }
+void Span::end(detail::SpanData d) noexcept {
+  d.end_at(d.tsc_ ? static_cast<int64_t>(read_tsc()) : now_ns());
+}
 
-void Span::end_at(int64_t end) noexcept {
+void Span::end_at(detail::SpanData d, int64_t end) noexcept { d.end_at(end); }
+
+void detail::SpanData::end_at(int64_t end) noexcept {
+  if (inline_ != 0) {
+    // Begun inline (Span::begin_inline), which leaves these unset: a literal name (at most
+    // kStringMaxBytes), timed by the counter; attrs_ empty and packed until an attribute went
+    // there (settle(), spilled_).
+    name_len_ = static_cast<uint16_t>(strnlen(name_, kNameRawMax));
+    tsc_ = true;
+    if (spilled_ == 0) {
+      packed_ = true;
+      attrs_len_ = 0;
+    }
+  }
   // begin() found or made the state, and t_self keeps it until the thread's key destructor
   // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
   // a signal handler's Span begins and ends inside the handler.
@@ -563,7 +586,7 @@ void Span::end_at(int64_t end) noexcept {
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
   const uint16_t flags = tsc_ ? kRecordTsc : 0;
-  if (count_ != kSpilled && name_id_ != 0 && dur <= 0xffffffffu && depth_ <= 0xff) {
+  if (spilled_ == 0 && name_id_ != 0 && dur <= 0xffffffffu && depth_ <= 0xff) {
     guarded_write([&](RingWriter& ring) {
       // Inside the guard (busy): the thread's key memo is never used by one of its own signal
       // handlers meanwhile (a handler's record is refused before it gets here).
@@ -601,10 +624,10 @@ void Span::end_at(int64_t end) noexcept {
 }
 
 // The compact attributes become packed tokens (or text, past the packed limit), in order.
-void Span::spill() noexcept {
-  if (count_ == kSpilled) return;
+void detail::SpanData::spill() noexcept {
+  if (spilled_ != 0) return;
   const uint32_t n = count_;
-  count_ = kSpilled;  // append_number's own spill() returns at once
+  spilled_ = 1;  // append_number's own spill() returns at once
   for (uint32_t i = 0; i < n; ++i) {
     const bool negative = (negative_ >> i & 1) != 0;
     const uint64_t magnitude =
@@ -616,13 +639,14 @@ void Span::spill() noexcept {
   }
 }
 
-void Span::add_number(const char* key, size_t key_len, bool negative,
-                      uint64_t magnitude) noexcept {
-  spill();
-  append_number(std::string_view{key, key_len}, negative, magnitude);
+detail::SpanData Span::add_number(detail::SpanData d, const char* key, size_t key_len,
+                                  bool negative, uint64_t magnitude) noexcept {
+  d.spill();
+  d.append_number(std::string_view{key, key_len}, negative, magnitude);
+  return d;
 }
 
-void Span::append(std::string_view text) noexcept {
+void detail::SpanData::append(std::string_view text) noexcept {
   // Keep at most kAttrsRawMax raw bytes: one byte past the encoded cap tells the drainer the
   // attributes went on, so it cuts them with `~` exactly as the [STRACE] spec says.
   const size_t room = kAttrsRawMax - attrs_len_;
@@ -632,7 +656,7 @@ void Span::append(std::string_view text) noexcept {
 }
 
 // The packed tokens become the text they stand for, and the span goes on in text.
-void Span::unpack() noexcept {
+void detail::SpanData::unpack() noexcept {
   char packed[kAttrsPackedMax];
   std::memcpy(packed, attrs_, attrs_len_);
   // A list this Span packed is well-formed: unpack_attrs cannot fail here.
@@ -643,7 +667,8 @@ void Span::unpack() noexcept {
 
 // An integer attribute the inline attr() could not pack (its check assumes 8 value bytes): packed
 // when the token still fits exactly, else as text after unpacking, cut at the limit.
-void Span::append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept {
+void detail::SpanData::append_number(std::string_view key, bool negative,
+                                     uint64_t magnitude) noexcept {
   spill();
   if (packed_) {
     if (key.size() <= kAttrsRawMax && attrs_len_ + kPackedTokenFixed + key.size() +
@@ -667,23 +692,29 @@ void Span::append_number(std::string_view key, bool negative, uint64_t magnitude
   append({buf, static_cast<size_t>(p - buf)});
 }
 
-void Span::append_uint(std::string_view key, uint64_t value) noexcept {
-  append_number(key, false, value);
+detail::SpanData Span::append_uint(detail::SpanData d, std::string_view key,
+                                   uint64_t value) noexcept {
+  d.append_number(key, false, value);
+  return d;
 }
 
-void Span::append_int(std::string_view key, int64_t value) noexcept {
+detail::SpanData Span::append_int(detail::SpanData d, std::string_view key,
+                                  int64_t value) noexcept {
   // 0 - magnitude is well-defined for INT64_MIN.
-  append_number(key, value < 0,
-                value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+  d.append_number(key, value < 0,
+                  value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+  return d;
 }
 
-void Span::append_text(std::string_view key, std::string_view value) noexcept {
-  spill();
-  if (packed_) unpack();
-  if (attrs_len_ != 0) append(" ");
-  append(key);
-  append("=");
-  append(value);
+detail::SpanData Span::append_text(detail::SpanData d, std::string_view key,
+                                   std::string_view value) noexcept {
+  d.spill();
+  if (d.packed_) d.unpack();
+  if (d.attrs_len_ != 0) d.append(" ");
+  d.append(key);
+  d.append("=");
+  d.append(value);
+  return d;
 }
 
 }  // namespace spanring

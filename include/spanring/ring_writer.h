@@ -163,7 +163,9 @@ class SPANRING_HIDDEN RingWriter {
       count_drops(1);
       return false;
     }
-    put_compact(ts, inv, hid, values, dur, flags, name, keys, depth, attrs);
+    uint64_t v[2];
+    std::memcpy(v, values, 16);
+    put_compact(ts, inv, hid, v[0], v[1], dur, flags, name, keys, depth, attrs);
     return true;
   }
 
@@ -174,9 +176,12 @@ class SPANRING_HIDDEN RingWriter {
   bool room_for_compact() noexcept { return has_room(1); }
 
   // write_compact without the room test: call only right after room_for_compact() said true
-  // (and when compact_allowed()). Writes and publishes the record.
+  // (and when compact_allowed()). Writes and publishes the record. The 4 values as two words,
+  // value 2i in the low half of word i (the record's little-endian layout): values the caller
+  // holds in registers stay there (no array whose address would be taken).
   __attribute__((always_inline)) void put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
-                                                  const uint32_t* values, uint32_t dur,
+                                                  uint64_t values01, uint64_t values23,
+                                                  uint32_t dur,
                                                   uint16_t flags, uint16_t name, uint64_t keys,
                                                   uint8_t depth, uint8_t attrs) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
@@ -191,7 +196,8 @@ class SPANRING_HIDDEN RingWriter {
     store_word(rec, 0, ts);
     store_word(rec, 1, inv);
     store_word(rec, 2, hid);
-    std::memcpy(rec + 24, values, 16);
+    store_word(rec, 3, values01);
+    store_word(rec, 4, values23);
     store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
     // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
     store_word(rec, 6, 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48);

@@ -115,31 +115,59 @@ SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p
   return string_id_slow(table, p, len);
 }
 
-// Whether the kCompactAttrs key pointers of `a` and `b` are equal: two 16-byte compares
-// instead of one compare and branch per key. Both arrays hold their keys first and null past
-// them (Span::compact_key nulls a span's, key_ids a thread's memo's), so with equal counts this
-// is whether the keys in use are the same; no slot read here is indeterminate.
-SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* const* b) noexcept {
+// Whether the kCompactAttrs key pointers of `a` and `b0`..`b3` are equal: two 16-byte compares
+// instead of one compare and branch per key. Both hold their keys first and null past them
+// (Span::compact_key nulls a span's, key_ids a thread's memo's), so with equal counts this is
+// whether the keys in use are the same; no slot read here is indeterminate. The span's keys
+// come as values, not as a pointer to them, so that the Span's address is never taken.
+SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* b0, const char* b1,
+                                      const char* b2, const char* b3) noexcept {
   static_assert(kCompactAttrs == 4 && sizeof(const char*) == 8);
 #if defined(__GNUC__)
   typedef uint64_t Lanes __attribute__((vector_size(16)));
-  Lanes a0, a1, b0, b1;
+  Lanes a0, a1;
   std::memcpy(&a0, a, 16);
   std::memcpy(&a1, a + 2, 16);
-  std::memcpy(&b0, b, 16);
-  std::memcpy(&b1, b + 2, 16);
-  const Lanes d = (a0 ^ b0) | (a1 ^ b1);
+  const Lanes c0 = {reinterpret_cast<uint64_t>(b0), reinterpret_cast<uint64_t>(b1)};
+  const Lanes c1 = {reinterpret_cast<uint64_t>(b2), reinterpret_cast<uint64_t>(b3)};
+  const Lanes d = (a0 ^ c0) | (a1 ^ c1);
   return (d[0] | d[1]) == 0;
 #else
-  bool same = true;
-  for (uint32_t k = 0; k < kCompactAttrs; ++k) same &= a[k] == b[k];
-  return same;
+  return a[0] == b0 && a[1] == b1 && a[2] == b2 && a[3] == b3;
 #endif
 }
 
 // string_id_in the calling module's table.
 SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
   return string_id_in(g_module_strings, p, len);
+}
+
+// string_id for two literals `a` and `b` (lengths as string_id's) into `id_a` and `id_b`: both
+// words loaded first, then one test of the table's generation for the two, instead of one after
+// each acquire load (which the compiler may not merge).
+SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char* b,
+                                       uint32_t len_b, uint16_t& id_a, uint16_t& id_b) noexcept {
+  ModuleStrings& table = g_module_strings;
+  const uintptr_t at_a = reinterpret_cast<uintptr_t>(a);
+  const uintptr_t at_b = reinterpret_cast<uintptr_t>(b);
+  // acquire: as string_id_in's.
+  const uint64_t x = table.words[(at_a * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].load(
+                         std::memory_order_acquire) ^
+                     (static_cast<uint64_t>(at_a) << 16);
+  const uint64_t y = table.words[(at_b * 0x9e3779b97f4a7c15ull) >> (64 - kModuleStringBits)].load(
+                         std::memory_order_acquire) ^
+                     (static_cast<uint64_t>(at_b) << 16);
+  // relaxed generations: see string_id_in.
+  if (__builtin_expect((x | y) < 0x10000 &&
+                           table.generation.load(std::memory_order_relaxed) ==
+                               g_attach_generation.load(std::memory_order_relaxed),
+                       1)) {
+    id_a = static_cast<uint16_t>(x);
+    id_b = static_cast<uint16_t>(y);
+    return;
+  }
+  id_a = string_id_in(table, a, len_a);
+  id_b = string_id_in(table, b, len_b);
 }
 
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
@@ -195,13 +223,14 @@ SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
   return site_name_slow(site, p, len);
 }
 
-// Whether the site's key set, acquired for `generation` with `count` keys, is the span's
-// `keys` (kCompactAttrs pointers, null past its count); `ids` its ids. One acquire load of the
+// Whether the site's key set, acquired for `generation` with `count` keys, is the span's keys
+// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the
 // tag and one compare (which also says the set is filled, not busy, and has `count` keys), then
 // the key pointers, read after the tag (relaxed: the tag's acquire orders them after their
 // filler's stores; they are never rewritten within a generation).
 SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t generation,
-                                            uint32_t count, const char* const* keys,
+                                            uint32_t count, const char* k0, const char* k1,
+                                            const char* k2, const char* k3,
                                             uint64_t& ids) noexcept {
   static_assert(kCompactAttrs == 4);
   const bool tag = site.keys_tag.load(std::memory_order_acquire) ==
@@ -210,13 +239,13 @@ SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t gener
   // empty) words whatever the tag said.
   const uintptr_t diff =
       (reinterpret_cast<uintptr_t>(site.keys[0].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(keys[0])) |
+       reinterpret_cast<uintptr_t>(k0)) |
       (reinterpret_cast<uintptr_t>(site.keys[1].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(keys[1])) |
+       reinterpret_cast<uintptr_t>(k1)) |
       (reinterpret_cast<uintptr_t>(site.keys[2].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(keys[2])) |
+       reinterpret_cast<uintptr_t>(k2)) |
       (reinterpret_cast<uintptr_t>(site.keys[3].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(keys[3]));
+       reinterpret_cast<uintptr_t>(k3));
   ids = site.key_ids.load(std::memory_order_relaxed);
   return tag & (diff == 0);
 }
@@ -322,7 +351,60 @@ class Invocation {
 // module, so a library that is dlclose'd and another loaded at its address each name their
 // spans with their own strings. -O0 builds, clang and every runtime pointer take the ordinary
 // path (the same output bytes).
-class Span {
+namespace detail {
+// A Span's fields, as one trivially copyable struct that the library's out-of-line part of Span
+// takes and returns by value: a Span's address never reaches a call, so an optimizing compiler
+// keeps the fields the inline path uses in registers (scalar replacement) instead of storing
+// them in the Span at begin and loading them again at the end; a fallback pays a copy of the
+// struct instead. Only name_ is set by a disabled span's constructor; the rest is set by begin
+// (inline or not) and read only while name_ is non-null. Not an API: Span's own.
+struct SpanData {
+  static constexpr size_t kNameLenUnknown = ~size_t{0};
+  const char* name_;  // null: tracing was disabled at construction (or a vfork child's span)
+  int64_t start_;               // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
+  uint64_t inv_;
+  uint64_t hid_;
+  uint32_t depth_;
+  uint16_t name_len_;   // min(strlen(name_), kNameRawMax), measured once at begin
+  uint16_t name_id_;    // string id of a literal name_, 0: none (the record is ordinary)
+  // Compact attributes in keys_/values_, 0..kCompactAttrs, while spilled_ is 0. Once spilled_
+  // is 1 the library ignores it, and the inline code keeps it at the number of integer
+  // attributes with a literal key so far (at most kCompactAttrs) whichever way they went, so
+  // that it is the same constant on the inline path and after a fallback.
+  uint8_t count_;
+  uint8_t negative_;    // bit i: values_[i] is a negative value (two's complement, 32 bits)
+  bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
+  bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
+  uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
+  // 1: begun by begin_inline, so it may end inline (finish), site_ unset (no site); 2: the same
+  // with site_ set; 0: begun by begin(), site_ set (null: no site). See site().
+  uint8_t inline_;
+  // 1: the attributes are in attrs_ (packed tokens or text): the span is ordinary.
+  uint8_t spilled_;
+  detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
+  detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
+  const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
+  uint32_t values_[kCompactAttrs];   // their values, low 32 bits
+  char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
+
+  // The library's part (span.cpp), on a copy: begin and end as Span::begin and Span::end_at
+  // describe them; the compact attributes become packed tokens in attrs_ (spilled_ = 1);
+  // the text and number appenders; the keys' ids.
+  void begin(const char* name, size_t name_len, uint16_t name_id, ModuleStrings* strings,
+             SpanSite* site) noexcept;
+  void end_at(int64_t end) noexcept;
+  void spill() noexcept;
+  void append(std::string_view text) noexcept;
+  void unpack() noexcept;
+  void append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept;
+  bool key_ids(KeyMemo* memo, uint64_t& keys) const noexcept;
+  // The span's SPANRING_SPAN site, null when it has none.
+  SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
+};
+static_assert(std::is_trivially_copyable_v<SpanData> && std::is_standard_layout_v<SpanData>);
+}  // namespace detail
+
+class Span : private detail::SpanData {
  public:
   SPANRING_ALWAYS_INLINE explicit Span(const char* name) noexcept {
     // A literal's length is known here at compile time (no strnlen in the library), and only a
@@ -342,14 +424,14 @@ class Span {
         if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
                                  spanring_vfork_child == 0,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, nullptr);
+          begin_inline(*t, name, id, nullptr);
         else
-          begin(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
+          begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
       } else {
-        begin(name,
-              __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
-                                                           : kNameLenUnknown,
-              0, nullptr, nullptr);
+        begin_library(name,
+                      __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
+                                                                   : kNameLenUnknown,
+                      0, nullptr, nullptr);
       }
     } else {
       name_ = nullptr;
@@ -372,14 +454,14 @@ class Span {
         if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
                                  spanring_vfork_child == 0,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(__builtin_strlen(name)), id, &site);
+          begin_inline(*t, name, id, &site);
         else
-          begin(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
+          begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
       } else {
-        begin(name,
-              __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
-                                                           : kNameLenUnknown,
-              0, nullptr, nullptr);
+        begin_library(name,
+                      __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
+                                                                   : kNameLenUnknown,
+                      0, nullptr, nullptr);
       }
     } else {
       name_ = nullptr;
@@ -390,7 +472,7 @@ class Span {
       if (inline_ != 0)
         finish(static_cast<int64_t>(detail::read_tsc()));
       else
-        end();
+        end(data());
     }
   }
   Span(const Span&) = delete;
@@ -404,12 +486,16 @@ class Span {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
         if (compact_key(key, value == static_cast<int32_t>(value))) {
-          values_[count_] = static_cast<uint32_t>(value);
+          set_value(static_cast<uint32_t>(value));
           negative_ = static_cast<uint8_t>(negative_ | (value < 0 ? 1u << count_ : 0u));
           ++count_;
         } else {
-          add_number(key, __builtin_strlen(key), value < 0,
-                     value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value));
+          const uint8_t count = count_;
+          settle();
+          data() = add_number(data(), key, __builtin_strlen(key), value < 0,
+                              value < 0 ? 0 - static_cast<uint64_t>(value)
+                                        : static_cast<uint64_t>(value));
+          after_fallback(count);
         }
       }
       return *this;
@@ -420,10 +506,13 @@ class Span {
     if (__builtin_constant_p(__builtin_strlen(key)) && __builtin_strlen(key) <= kStringMaxBytes) {
       if (name_ != nullptr) {
         if (compact_key(key, value <= 0xffffffffu)) {
-          values_[count_] = static_cast<uint32_t>(value);
+          set_value(static_cast<uint32_t>(value));
           ++count_;
         } else {
-          add_number(key, __builtin_strlen(key), false, value);
+          const uint8_t count = count_;
+          settle();
+          data() = add_number(data(), key, __builtin_strlen(key), false, value);
+          after_fallback(count);
         }
       }
       return *this;
@@ -457,26 +546,30 @@ class Span {
   // here on (its compact attributes, if any, become packed tokens first).
   Span& attr(std::string_view key, int64_t value) noexcept {
     if (name_ != nullptr) {
+      settle();
       if (fits(key)) {
-        count_ = kSpilled;
+        spilled_ = 1;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
                                  value < 0 ? kPackedNegative : kPackedUnsigned,
                                  value < 0 ? 0 - static_cast<uint64_t>(value)
                                            : static_cast<uint64_t>(value));
       } else {
-        append_int(key, value);
+        data() = append_int(data(), key, value);
+        spilled_ = 1;
       }
     }
     return *this;
   }
   Span& attr(std::string_view key, uint64_t value) noexcept {
     if (name_ != nullptr) {
+      settle();
       if (fits(key)) {
-        count_ = kSpilled;
+        spilled_ = 1;
         attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
                                  kPackedUnsigned, value);
       } else {
-        append_uint(key, value);
+        data() = append_uint(data(), key, value);
+        spilled_ = 1;
       }
     }
     return *this;
@@ -491,7 +584,11 @@ class Span {
   }
   // Text value; it should hold no space (a space separates tokens in [STRACE]).
   Span& attr(std::string_view key, std::string_view value) noexcept {
-    if (name_ != nullptr) append_text(key, value);
+    if (name_ != nullptr) {
+      settle();
+      data() = append_text(data(), key, value);
+      spilled_ = 1;
+    }
     return *this;
   }
   Span& attr(std::string_view key, const char* value) noexcept {
@@ -502,21 +599,47 @@ class Span {
   bool active() const noexcept { return name_ != nullptr; }
 
  private:
-  static constexpr size_t kNameLenUnknown = ~size_t{0};
-  // count_ once the attributes are in attrs_ (packed or text): the span is ordinary.
-  static constexpr uint8_t kSpilled = 0xff;
-  // name_len: strlen of a literal, else kNameLenUnknown; name_id: its string id, 0: none;
-  // strings: the table name_id came from (the caller's module's), null with no id; site: the
-  // SPANRING_SPAN site of a literal name, else null.
-  void begin(const char* name, size_t name_len, uint16_t name_id,
-             detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
+  // The out-of-line part takes the span's fields by value and returns them by value (see
+  // detail::SpanData): nothing here ever sees the Span's address.
+  detail::SpanData& data() noexcept { return *this; }
+  // A span begun in the library: its fields (name_ null: inactive). name_len: strlen of a
+  // literal, else kNameLenUnknown; name_id: its string id, 0: none; strings: the table name_id
+  // came from (the caller's module's), null with no id; site: the SPANRING_SPAN site of a
+  // literal name, else null.
+  static detail::SpanData begin(const char* name, size_t name_len, uint16_t name_id,
+                                detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
+  // begin() into this span, with what begin() always sets repeated here, where the compiler
+  // sees it: whichever way the span began, attr() and the destructor then test constants (no
+  // compact attribute yet, packed, an empty attribute buffer; ends through end()).
+  SPANRING_ALWAYS_INLINE void begin_library(const char* name, size_t name_len, uint16_t name_id,
+                                            detail::ModuleStrings* strings,
+                                            detail::SpanSite* site) noexcept {
+    data() = begin(name, name_len, name_id, strings, site);
+    count_ = 0;
+    negative_ = 0;
+    packed_ = true;
+    attrs_len_ = 0;
+    inline_ = 0;
+    spilled_ = 0;
+    clear_compact();
+  }
+  // No compact attribute: all kCompactAttrs keys null and values 0, so that finish() reads no
+  // indeterminate slot (same_keys compares all the keys; the record carries all the values).
+  // Constants the compiler keeps in registers: they cost nothing until an attribute is set.
+  SPANRING_ALWAYS_INLINE void clear_compact() noexcept {
+    keys_[0] = keys_[1] = keys_[2] = keys_[3] = nullptr;
+    values_[0] = values_[1] = values_[2] = values_[3] = 0;
+  }
   // begin() for a literal name with id `name_id` in this module's table, on thread `t` whose
   // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
   // the span's fields, the counter read and the open-span note (ring->open[depth], then
   // open_depth), which a drainer reports when this process is killed before the span ends.
+  // name_len_, tsc_, packed_ and attrs_len_ are left unset: only the library reads them, and
+  // its end_at sets them for a span begun here (inline_ != 0: the name's length, the counter,
+  // packed) and settle() before an attribute goes there; stored here they would be stores on
+  // every span (the compiler keeps them in memory: only the fallbacks' copies read them).
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
-                                           uint16_t name_len, uint16_t name_id,
-                                           detail::SpanSite* site) noexcept {
+                                           uint16_t name_id, detail::SpanSite* site) noexcept {
     const uint32_t depth = t.depth;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
@@ -524,13 +647,11 @@ class Span {
     inv_ = inv;
     hid_ = hid;
     depth_ = depth;
-    name_len_ = name_len < kNameRawMax ? name_len : static_cast<uint16_t>(kNameRawMax);
     name_id_ = name_id;
     count_ = 0;
     negative_ = 0;
-    tsc_ = true;
-    packed_ = true;
-    attrs_len_ = 0;
+    spilled_ = 0;
+    clear_compact();
     strings_ = &detail::g_module_strings;
     // A constant at each call: a plain Span stores no site (inline_ 1 says there is none).
     if (site != nullptr) {
@@ -566,7 +687,7 @@ class Span {
     // wraps to a duration above 2^32 here and goes to end_at, which records 0.
     const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
     const uint32_t count = count_;
-    if (__builtin_expect(count != kSpilled && dur <= 0xffffffffu && detail::ready_and_idle(*t) &&
+    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::ready_and_idle(*t) &&
                              spanring_vfork_child == 0,
                          1)) {
       // busy from here: a signal handler's record meanwhile is dropped and counted
@@ -581,8 +702,8 @@ class Span {
         // resolves the keys through the memo and fills an empty site). relaxed generation:
         // see detail::string_id_in.
         known = detail::site_keys_match(
-            *site_, detail::g_attach_generation.load(std::memory_order_relaxed), count, keys_,
-            keys);
+            *site_, detail::g_attach_generation.load(std::memory_order_relaxed), count, keys_[0],
+            keys_[1], keys_[2], keys_[3], keys);
       } else if (count != 0 && known) {
         const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
@@ -591,7 +712,7 @@ class Span {
         // bools).
         known = (int{memo.count == count} &
                  int{memo.serial == strings_->serial.load(std::memory_order_relaxed)} &
-                 int{detail::same_keys(memo.keys, keys_)}) != 0;
+                 int{detail::same_keys(memo.keys, keys_[0], keys_[1], keys_[2], keys_[3])}) != 0;
         keys = memo.ids;
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
@@ -599,7 +720,9 @@ class Span {
       if (__builtin_expect(known && t->ring.room_for_compact(), 1)) {
         const uint32_t depth = depth_;
         t->depth -= 1;
-        t->ring.put_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
+        t->ring.put_compact(static_cast<uint64_t>(start_), inv_, hid_,
+                            values_[0] | uint64_t{values_[1]} << 32,
+                            values_[2] | uint64_t{values_[3]} << 32,
                               static_cast<uint32_t>(dur),
                               static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
                               static_cast<uint8_t>(depth),
@@ -612,71 +735,63 @@ class Span {
       }
       detail::release_busy(*t);
     }
-    end_at(end);
+    end_at(data(), end);
   }
-  // The span ends at `end` (counter ticks when tsc_, else ns): the record through the
-  // library's guarded write (ordinary or compact), the depth lowered.
-  void end_at(int64_t end) noexcept;
-  void end() noexcept;
-  void append(std::string_view text) noexcept;
-  void append_int(std::string_view key, int64_t value) noexcept;
-  void append_uint(std::string_view key, uint64_t value) noexcept;
-  void append_number(std::string_view key, bool negative, uint64_t magnitude) noexcept;
-  void append_text(std::string_view key, std::string_view value) noexcept;
+  // The span `d` ends at `end` (counter ticks when d.tsc_, else ns): the record through the
+  // library's guarded write (ordinary or compact), the depth lowered. end(): at the clock's
+  // reading now.
+  static void end_at(detail::SpanData d, int64_t end) noexcept;
+  static void end(detail::SpanData d) noexcept;
+  // The attribute appended to `d` (its compact attributes spilled to tokens first): the span's
+  // fields after it.
+  static detail::SpanData append_int(detail::SpanData d, std::string_view key,
+                                     int64_t value) noexcept;
+  static detail::SpanData append_uint(detail::SpanData d, std::string_view key,
+                                      uint64_t value) noexcept;
+  static detail::SpanData append_text(detail::SpanData d, std::string_view key,
+                                      std::string_view value) noexcept;
   // A literal key's integer that cannot be kept compact (a fifth one, or wider than 32 bits).
-  void add_number(const char* key, size_t key_len, bool negative, uint64_t magnitude) noexcept;
-  // The compact attributes become packed tokens in attrs_ (count_ = kSpilled).
-  void spill() noexcept;
-  // The string ids of the compact keys, from strings_ (library side: `memo` is the calling
-  // thread's). False when a key has no id.
-  bool key_ids(detail::KeyMemo* memo, uint64_t& keys) const noexcept;
+  static detail::SpanData add_number(detail::SpanData d, const char* key, size_t key_len,
+                                     bool negative, uint64_t magnitude) noexcept;
   // Keeps literal key `key` as compact attribute count_ when the span can stay compact: a
   // literal name, fewer than kCompactAttrs, a 32-bit value (`fits`), and the key is a literal
   // of the module whose table holds the name's id (end() looks the key's id up in strings_: a
   // key of another module, which may be unloaded while strings_' module is not, must never be
   // cached there). A pointer compare, no lookup: end() resolves the ids.
   SPANRING_ALWAYS_INLINE bool compact_key(const char* key, bool fits) noexcept {
-    if (count_ >= kCompactAttrs || !fits || strings_ != &detail::g_module_strings) return false;
-    // The first compact key nulls all kCompactAttrs slots: finish() reads all of them
-    // (same_keys), and none may be indeterminate. count_ is a constant here when the span began
-    // inline, so a span without attributes pays nothing and the zeroing is two 16-byte stores.
-    if (count_ == 0) std::memset(keys_, 0, sizeof keys_);
+    if (spilled_ != 0 || count_ >= kCompactAttrs || !fits || strings_ != &detail::g_module_strings)
+      return false;
+    // The slots past count_ are null and 0 from begin (clear_compact).
     keys_[count_] = key;
     return true;
   }
-  void unpack() noexcept;
-  // The span's SPANRING_SPAN site, null when it has none.
-  detail::SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
+  // Before an attribute goes to attrs_ (inline or in the library): a span whose attributes are
+  // not there yet has an empty, packed buffer (begin_inline leaves both unset). A constant test
+  // where the span is in registers.
+  SPANRING_ALWAYS_INLINE void settle() noexcept {
+    if (spilled_ == 0) {
+      packed_ = true;
+      attrs_len_ = 0;
+    }
+  }
+  // After an integer attribute with a literal key went to the library (which spilled the span):
+  // count_ as the inline path would have left it (see count_), from `count` before the call.
+  SPANRING_ALWAYS_INLINE void after_fallback(uint8_t count) noexcept {
+    spilled_ = 1;
+    count_ = static_cast<uint8_t>(count < kCompactAttrs ? count + 1 : kCompactAttrs);
+  }
+  // values_[count_] = v, count_ < kCompactAttrs. The two arrays are indexed by count_, which
+  // is not a constant where an attribute's fallback joins the inline path, so the compiler
+  // keeps them in the span's memory and the span's other fields in registers.
+  SPANRING_ALWAYS_INLINE void set_value(uint32_t v) noexcept { values_[count_] = v; }
 
   // Ordinary (or nothing compact yet), still packed, and room for a token with any value
-  // (pack_token stores 8 value bytes). count_ 0 or kSpilled: uint8_t(count_ + 1) <= 1.
+  // (pack_token stores 8 value bytes).
   bool fits(std::string_view key) const noexcept {
-    return static_cast<uint8_t>(count_ + 1) <= 1 && packed_ && key.size() <= kAttrsRawMax &&
+    return (count_ == 0 || spilled_ != 0) && packed_ && key.size() <= kAttrsRawMax &&
            attrs_len_ + key.size() + kPackedTokenFixed + 8 <= kAttrsPackedMax;
   }
 
-  // Only name_ is set by the constructor: a disabled span stores nothing else (each store counts
-  // at this size). The rest is set by begin() and read only while name_ is non-null.
-  const char* name_;  // null: tracing was disabled at construction (or a vfork child's span)
-  int64_t start_;               // TSC ticks when tsc_, else CLOCK_MONOTONIC ns
-  uint64_t inv_;
-  uint64_t hid_;
-  uint32_t depth_;
-  uint16_t name_len_;   // min(strlen(name_), kNameRawMax), measured once at begin
-  uint16_t name_id_;    // string id of a literal name_, 0: none (the record is ordinary)
-  uint8_t count_;       // compact attributes in keys_/values_, 0..kCompactAttrs, or kSpilled
-  uint8_t negative_;    // bit i: values_[i] is a negative value (two's complement, 32 bits)
-  bool tsc_;            // timed by the TSC (the record carries kRecordTsc)
-  bool packed_;         // attrs_ holds packed tokens (kRecordPackedAttrs), not text
-  uint16_t attrs_len_;  // bytes in attrs_: packed (<= kAttrsPackedMax) or text (<= kAttrsRawMax)
-  // 1: begun by begin_inline, so it may end inline (finish), site_ unset (no site); 2: the same
-  // with site_ set; 0: begun by begin(), site_ set (null: no site). See site().
-  uint8_t inline_;
-  detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
-  detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
-  const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
-  uint32_t values_[kCompactAttrs];   // their values, low 32 bits
-  char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
 };
 
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
@@ -690,8 +805,12 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
                             __builtin_strlen(attrs) <= kStringMaxBytes))) {
     const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
     const uint32_t attrs_len = attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs));
-    const uint16_t name_id = detail::string_id(name, name_len);
-    const uint16_t attrs_id = attrs_len == 0 ? uint16_t{0} : detail::string_id(attrs, attrs_len);
+    uint16_t name_id;
+    uint16_t attrs_id = 0;
+    if (attrs_len == 0)
+      name_id = detail::string_id(name, name_len);
+    else
+      detail::string_ids(name, name_len, attrs, attrs_len, name_id, attrs_id);
     detail::ThreadState* const t = detail::t_self;
     // The common case, written here as one CompactRecord naming both strings: both interned, a
     // thread whose ring is claimed, not busy, not a vfork child, no drop since its last record,
@@ -702,7 +821,6 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
                              ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
-      static constexpr uint32_t kNoValues[kCompactAttrs] = {};
       // busy while the slot is written: a signal handler's record meanwhile is dropped and
       // counted (reentrant_drops, announced by release_busy), and cannot drop one of ours
       // between the gap's test and the write.
@@ -711,7 +829,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
       // A full ring is emit_literal's, which counts the drop.
       if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
         t->ring.put_compact(
-            static_cast<uint64_t>(ts_ns), t->inv, t->hid, kNoValues,
+            static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
             static_cast<uint32_t>(dur_ns), kRecordCompact, name_id, attrs_id,
             static_cast<uint8_t>(t->depth), attrs_id != 0 ? kCompactAttrsText : uint8_t{0});
         detail::release_busy(*t);
