@@ -162,13 +162,15 @@ void on_fork_child() noexcept {
 
 namespace {
 
-// A thread of this copy of the library that holds a ring of the attached segment, or null.
+// A thread of this copy of the library that holds a ring of the attached segment or has Spans
+// open (their names' ids are the attached segment's: a fork child inherits them open), or null.
 // Racy by nature against a thread claiming a ring meanwhile, which attach() does not support.
 const ThreadState* state_holding_ring() noexcept {
   // acquire: pairs with the push's release (a state's fields are written before it is seen).
   for (const ThreadState* s = g_states.load(std::memory_order_acquire); s != nullptr;
        s = s->next_state)
-    if (s->in_use.load(std::memory_order_acquire) != 0 && s->ring.shared() != nullptr) return s;
+    if (s->in_use.load(std::memory_order_acquire) != 0 && (s->ring.shared() != nullptr || s->depth != 0))
+      return s;
   return nullptr;
 }
 
@@ -195,11 +197,12 @@ bool attach_segment(const char* name) noexcept {
     const SegmentView& view = seg.view();
     ProcessState& p = g_process;
     // A thread that holds a ring keeps writing it: its ring is the old segment's, and the ids its
-    // records carry would come from the new segment's table, naming other strings there. So
-    // another segment is refused while any thread holds a ring (the process records on where it
-    // was, nothing lost); the same segment again is a no-op. (Rings are released at thread exit
-    // and forgotten by a fork child, so attaching first thing in a child or before the first
-    // record always works.)
+    // records carry would come from the new segment's table, naming other strings there; a Span
+    // open on it (a fork child's inherited ones too) carries its name's id in the old table. So
+    // another segment is refused while any thread holds a ring or has Spans open (the process
+    // records on where it was, nothing lost); the same segment again is a no-op. (Rings are
+    // released at thread exit and forgotten by a fork child, so attaching before the first
+    // record, or first thing in a child forked outside any Span, always works.)
     if (p.header != nullptr && state_holding_ring() != nullptr) {
       const SegmentHeader& now = view.header();
       if (std::strcmp(g_attached_name, name) == 0 && p.header->creator_pid == now.creator_pid &&
@@ -209,8 +212,8 @@ bool attach_segment(const char* name) noexcept {
         return true;  // the same segment (name, creator and geometry): nothing changes
       std::fprintf(stderr,
                    "spanring: attach(\"%s\") refused: threads of this process already record into "
-                   "another segment; attach before the first record (or first thing in a forked "
-                   "child)\n",
+                   "another segment or have spans open; attach before the first record (or first "
+                   "thing in a child forked outside any span)\n",
                    name);
       return false;
     }

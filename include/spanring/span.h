@@ -258,10 +258,11 @@ inline bool enabled() noexcept {
 
 // Attaches this process to the named segment, as loading the library does for the name in
 // SPANRING_SEGMENT. Cold path: opens and maps the segment (syscalls, allocation). Call it before
-// any thread of the process emits (or first thing in a forked child). While a thread of this
-// process holds a ring (it recorded and has not exited), another segment is refused (false, one
-// line on stderr; recording goes on where it was) and the same segment again returns true and
-// changes nothing. Returns false, with one line on stderr, when the segment cannot be used:
+// any thread of the process emits (or first thing in a child forked outside any Span). While a
+// thread of this process holds a ring (it recorded and has not exited) or has Spans open (their
+// names are ids of the attached segment's table), another segment is refused (false, one line on
+// stderr; recording goes on where it was) and the same segment again returns true and changes
+// nothing. Returns false, with one line on stderr, when the segment cannot be used:
 // tracing then stays attached as it was, or, when the process was not attached, disabled.
 bool attach(const char* segment_name) noexcept;
 

@@ -319,6 +319,34 @@ TEST_CASE("attach() to another segment is refused while a thread holds a ring") 
   Segment::remove(name2);
 }
 
+TEST_CASE("a child forked inside a Span cannot attach elsewhere: the span's name is the parent's") {
+  TestSegment t("open_fork_parent");
+  const std::string name2 = unique_name("open_fork_child");
+  Segment seg2 = Segment::create(name2, SegmentOptions{4, 256});
+  uint32_t child_ring_records = 0;
+  pid_t child = -1;
+  // On a thread of its own, so the test's main thread holds no ring afterwards.
+  std::thread([&] {
+    Span outer("open.fork.outer");
+    child = ::fork();
+    if (child == 0) {
+      // The child ends `outer` (inherited open): its name id is the parent segment's, so the
+      // child must stay there. Exit 0: attach refused as it must be.
+      const bool attached = attach(name2.c_str());
+      ::_exit(attached ? 3 : 0);
+    }
+  }).join();
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (uint32_t i = 0; i < seg2.ring_count(); ++i)
+    child_ring_records += static_cast<uint32_t>(seg2.ring(i).head.load(std::memory_order_acquire));
+  CHECK(child_ring_records == 0);
+  Segment::remove(name2);
+}
+
 namespace {
 // The attributes of key set `shape` of the SPANRING_SPAN key-set test (a function of its own,
 // not inlined: one site, nine key sets).
