@@ -93,26 +93,25 @@ inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
 static_assert(sizeof(RecordCopy::payload) >= kNameCap + kAttrsCap &&
               kNameCap % 16 == 0 && kAttrsCap % 16 == 0);
 
-// The name field at `p` from e's record (encoded) or as spelled; returns the end.
-[[gnu::always_inline]] inline char* put_name(char* p, const SpanEvent& e) noexcept {
-  if (e.record != nullptr) {
-    const size_t n = e.record->header.name_len;
-    if (n <= kNameCap && copy_plain<true>(e.record->name(), n, p)) return p + n;
-    return p + encode_name(e.record->name(), n, p);
-  }
-  std::memcpy(p, e.name.data(), e.name.size());
-  return p + e.name.size();
-}
+// A span line's two text fields.
+enum class Field { kName, kAttrs };
 
-// The attributes field at `p`, likewise.
-[[gnu::always_inline]] inline char* put_attrs(char* p, const SpanEvent& e) noexcept {
+// Writes field `f` of span `e` at `p` and returns the end. From a drained record (e.record): its
+// raw bytes, copied as they are when they need no escaping (copy_plain) and encoded otherwise
+// (encode_name / encode_attrs, which also cut at the field's cap); from the text reader (no
+// record): the spelling as it stood on its line.
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const SpanEvent& e) noexcept {
+  constexpr bool kName = f == Field::kName;
   if (e.record != nullptr) {
-    const size_t n = e.record->header.attrs_len;
-    if (n <= kAttrsCap && copy_plain<false>(e.record->attrs(), n, p)) return p + n;
-    return p + encode_attrs(e.record->attrs(), n, p);
+    const char* const raw = kName ? e.record->name() : e.record->attrs();
+    const size_t n = kName ? e.record->header.name_len : e.record->header.attrs_len;
+    if (n <= (kName ? kNameCap : kAttrsCap) && copy_plain<kName>(raw, n, p)) return p + n;
+    return p + (kName ? encode_name(raw, n, p) : encode_attrs(raw, n, p));
   }
-  std::memcpy(p, e.attrs.data(), e.attrs.size());
-  return p + e.attrs.size();
+  const std::string_view spelled = kName ? e.name : e.attrs;
+  std::memcpy(p, spelled.data(), spelled.size());
+  return p + spelled.size();
 }
 
 // The line after the owner's part (the invocation's value onwards), every number converted:
@@ -124,14 +123,14 @@ size_t span_rest(Out o, const char* out, const SpanEvent& e) noexcept {
   o.str(" depth=");
   o.dec(e.depth);
   o.str(" name=");
-  o.p = put_name(o.p, e);
+  o.p = put_field<Field::kName>(o.p, e);
   o.str(" ts=");
   o.dec(e.ts_ns);
   o.str(" dur=");
   o.dec(e.dur_ns);
   // The separating space is written even with no attributes: the line then ends `dur=<n> `.
   o.str(" ");
-  o.p = put_attrs(o.p, e);
+  o.p = put_field<Field::kAttrs>(o.p, e);
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
@@ -189,13 +188,13 @@ size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept
   p = owner.inv_hid(p, e.inv, e.hid);
   p = write_decimal(p, e.depth);
   std::memcpy(p, " name=", 6);
-  p = put_name(p + 6, e);
+  p = put_field<Field::kName>(p + 6, e);
   std::memcpy(p, " ts=", 4);
   p = times.start(p + 4);
   std::memcpy(p, " dur=", 5);
   p = times.dur(p + 5);
   *p++ = ' ';  // written even with no attributes: the line then ends `dur=<n> `
-  p = put_attrs(p, e);
+  p = put_field<Field::kAttrs>(p, e);
   *p++ = '\n';
   return static_cast<size_t>(p - out);
 }
