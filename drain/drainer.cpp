@@ -84,6 +84,7 @@ Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
   max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
   h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
+  text_ = dynamic_cast<TextSink*>(&sink);
   runs_ = sink.runs();
   clock_events_ = sink.clock_events();
   destination.attach(events_, sink.max_event_bytes());
@@ -542,7 +543,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         p += sink_.thread(
             p, ThreadEvent{rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name))});
       }
-      p += sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
+      p += text_ != nullptr ? text_->span_record(p, rs.pid, rs.tid, rec)
+                            : sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
       ++commits_.open().records;
       ++stats_.written;
       rs.last_ts = raw_ts;
