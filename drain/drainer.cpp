@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include <fcntl.h>
@@ -83,6 +84,7 @@ Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
   max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
   h.max_size_dropped = max_size_unreported_;
   record_room_ = 4 * sink.max_event_bytes();
+  text_ = dynamic_cast<TextSink*>(&sink);
   runs_ = sink.runs();
   clock_events_ = sink.clock_events();
   destination.attach(events_, sink.max_event_bytes());
@@ -422,6 +424,11 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
   rs.seen_head = head;
   RecordCopy rec;
   std::string why;
+  // TSC times convert through one TscClock::Spans per call: the owner's anchor is fixed once
+  // adopt_owner() ran (above) and the clock takes samples only between polls, so its lookups
+  // (the last sample, the rate, the slope below it) are made once for this ring's records,
+  // at the first record that carries TSC times. The same ns as span_ns() (test_tsc_clock).
+  std::optional<TscClock::Spans> spans;
   // position < stop, in ring arithmetic (both within one ring of each other, checked above).
   while (stop - reader.position() - 1 < reader.capacity()) {
     // Runs once the owner is announced (its first record goes the record-by-record way, which
@@ -517,8 +524,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     } else {
       const uint64_t raw_ts = h.ts_ns;
       if (h.flags & kRecordTsc) {
-        const TscClock::Interval ns =
-            clock_.span_ns(h.ts_ns, h.dur_ns, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+        if (!spans) spans.emplace(clock_, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+        const TscClock::Interval ns = (*spans)(h.ts_ns, h.dur_ns);
         rec.header.ts_ns = ns.start_ns;
         rec.header.dur_ns = ns.dur_ns;
         rec.header.flags &= static_cast<uint16_t>(~kRecordTsc);
@@ -536,7 +543,8 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         p += sink_.thread(
             p, ThreadEvent{rs.pid, rs.tid, std::string_view(name, strnlen(name, sizeof name))});
       }
-      p += sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
+      p += text_ != nullptr ? text_->span_record(p, rs.pid, rs.tid, rec)
+                            : sink_.span(p, SpanEvent::of(rs.pid, rs.tid, rec));
       ++commits_.open().records;
       ++stats_.written;
       rs.last_ts = raw_ts;

@@ -37,6 +37,7 @@
 #include "format/tsc_clock.h"
 #include "drain/uring_writer.h"
 #include "format/sink.h"
+#include "format/text_sink.h"
 #include "src/ring.h"
 #include "src/string_table.h"
 
@@ -253,6 +254,9 @@ class Drainer {
   std::set<std::string> implausible_said_;
   Destination& dest_;         // where the buffers go
   Sink& sink_;
+  // sink_ when it is the [STRACE] text sink: drain_ring() then formats each record through it
+  // directly (TextSink::span_record), without building a SpanEvent or a virtual call.
+  TextSink* text_ = nullptr;
   PendingCommits commits_;    // the current buffer's Commit, then each handed over, in order
   bool full_ = false;        // --max-size reached (or a rotation failed): count, do not write
   uint64_t max_size_unreported_ = 0;  // max_size records not yet reported in the file

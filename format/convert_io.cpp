@@ -108,7 +108,6 @@ std::string_view TraceInput::peek(size_t n) {
 namespace {
 // Flushed at 1 MiB: a few large writes, and little memory.
 constexpr size_t kOutputBufferBytes = 1u << 20;
-constexpr size_t kMaxRoom = 64u << 10;
 }  // namespace
 
 TraceOutput TraceOutput::open(const std::string& path) {
@@ -151,12 +150,6 @@ TraceOutput::~TraceOutput() {
     // finish() is where errors are reported; a destructor only tries.
   }
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
-}
-
-char* TraceOutput::room(size_t n) {
-  if (n > kMaxRoom) n = kMaxRoom;  // callers ask for at most a line or an event
-  if (buf_.size() - len_ < n) flush();
-  return buf_.data() + len_;
 }
 
 void TraceOutput::write(std::string_view s) {

@@ -77,7 +77,12 @@ class TraceOutput {
   ~TraceOutput();  // flushes what is buffered, ignoring errors: call finish() to see them
 
   // Room for `n` bytes (n <= 64 KiB) to format into; commit(k) keeps the first k of them.
-  char* room(size_t n);
+  // Inline: convert asks for a line's room once per record.
+  char* room(size_t n) {
+    if (n > kMaxRoom) n = kMaxRoom;  // callers ask for at most a line or an event
+    if (__builtin_expect(buf_.size() - len_ < n, 0)) flush();
+    return buf_.data() + len_;
+  }
   void commit(size_t k) noexcept { len_ += k; }
   void write(std::string_view s);
   // Flushes and closes. Throws Error when a write failed (a full disk, a closed pipe).
@@ -85,6 +90,8 @@ class TraceOutput {
   const std::string& name() const noexcept { return name_; }
 
  private:
+  static constexpr size_t kMaxRoom = 64u << 10;  // the most room() gives: kept past a full buffer
+
   TraceOutput() = default;
   void flush();
 

@@ -93,26 +93,29 @@ inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
 static_assert(sizeof(RecordCopy::payload) >= kNameCap + kAttrsCap &&
               kNameCap % 16 == 0 && kAttrsCap % 16 == 0);
 
-// The name field at `p` from e's record (encoded) or as spelled; returns the end.
-[[gnu::always_inline]] inline char* put_name(char* p, const SpanEvent& e) noexcept {
-  if (e.record != nullptr) {
-    const size_t n = e.record->header.name_len;
-    if (n <= kNameCap && copy_plain<true>(e.record->name(), n, p)) return p + n;
-    return p + encode_name(e.record->name(), n, p);
-  }
-  std::memcpy(p, e.name.data(), e.name.size());
-  return p + e.name.size();
+// A span line's two text fields.
+enum class Field { kName, kAttrs };
+
+// Writes field `f` of the drained record `r` at `p` and returns the end: its raw bytes, copied
+// as they are when they need no escaping (copy_plain) and encoded otherwise (encode_name /
+// encode_attrs, which also cut at the field's cap).
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const RecordCopy& r) noexcept {
+  constexpr bool kName = f == Field::kName;
+  const char* const raw = kName ? r.name() : r.attrs();
+  const size_t n = kName ? r.header.name_len : r.header.attrs_len;
+  if (n <= (kName ? kNameCap : kAttrsCap) && copy_plain<kName>(raw, n, p)) return p + n;
+  return p + (kName ? encode_name(raw, n, p) : encode_attrs(raw, n, p));
 }
 
-// The attributes field at `p`, likewise.
-[[gnu::always_inline]] inline char* put_attrs(char* p, const SpanEvent& e) noexcept {
-  if (e.record != nullptr) {
-    const size_t n = e.record->header.attrs_len;
-    if (n <= kAttrsCap && copy_plain<false>(e.record->attrs(), n, p)) return p + n;
-    return p + encode_attrs(e.record->attrs(), n, p);
-  }
-  std::memcpy(p, e.attrs.data(), e.attrs.size());
-  return p + e.attrs.size();
+// Field `f` of span `e`: from its record when it has one, else (the text reader's events) the
+// spelling as it stood on its line.
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const SpanEvent& e) noexcept {
+  if (e.record != nullptr) return put_field<f>(p, *e.record);
+  const std::string_view spelled = f == Field::kName ? e.name : e.attrs;
+  std::memcpy(p, spelled.data(), spelled.size());
+  return p + spelled.size();
 }
 
 // The line after the owner's part (the invocation's value onwards), every number converted:
@@ -124,14 +127,14 @@ size_t span_rest(Out o, const char* out, const SpanEvent& e) noexcept {
   o.str(" depth=");
   o.dec(e.depth);
   o.str(" name=");
-  o.p = put_name(o.p, e);
+  o.p = put_field<Field::kName>(o.p, e);
   o.str(" ts=");
   o.dec(e.ts_ns);
   o.str(" dur=");
   o.dec(e.dur_ns);
   // The separating space is written even with no attributes: the line then ends `dur=<n> `.
   o.str(" ");
-  o.p = put_attrs(o.p, e);
+  o.p = put_field<Field::kAttrs>(o.p, e);
   o.str("\n");
   return static_cast<size_t>(o.p - out);
 }
@@ -177,27 +180,55 @@ void SpanLineOwner::set_inv_hid(uint64_t inv, uint64_t hid) noexcept {
   inv_hid_set_ = true;
 }
 
-size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept {
-  // One function, everything but the rare refills inline: the calls of the pieces (their
-  // register saves and restores) were ~30 instructions per line.
+namespace {
+
+// The line of span `s` (a SpanEvent, or a drained record with its owner: RecordSpan) with the
+// owner's part, the (inv, hid) text and the times' leading digits from `owner`. One function,
+// everything but the rare refills inline: the calls of the pieces (their register saves and
+// restores) were ~30 instructions per line.
+struct RecordSpan {
+  uint32_t pid;
+  uint32_t tid;
+  const RecordCopy& r;
+};
+inline const RecordHeader& numbers(const RecordSpan& s) noexcept { return s.r.header; }
+inline const SpanEvent& numbers(const SpanEvent& e) noexcept { return e; }
+inline const RecordCopy& fields(const RecordSpan& s) noexcept { return s.r; }
+inline const SpanEvent& fields(const SpanEvent& e) noexcept { return e; }
+
+template <class S>
+[[gnu::always_inline]] inline size_t span_line(char* out, const S& s,
+                                               SpanLineOwner& owner) noexcept {
+  const auto& n = numbers(s);  // ts_ns, dur_ns, inv, hid, depth
   char* p = out;
-  DecimalCache::SpanTimes times = owner.times.span(e.ts_ns, e.dur_ns);
+  DecimalCache::SpanTimes times = owner.times.span(n.ts_ns, n.dur_ns);
   std::memcpy(p, "[mono_ns=", 9);
   p = times.end(p + 9);
-  std::memcpy(p, owner.bytes(e.pid, e.tid), SpanLineOwner::kCopyBytes);  // the rest: overwritten
+  std::memcpy(p, owner.bytes(s.pid, s.tid), SpanLineOwner::kCopyBytes);  // the rest: overwritten
   p += owner.size();
-  p = owner.inv_hid(p, e.inv, e.hid);
-  p = write_decimal(p, e.depth);
+  p = owner.inv_hid(p, n.inv, n.hid);
+  p = write_decimal(p, n.depth);
   std::memcpy(p, " name=", 6);
-  p = put_name(p + 6, e);
+  p = put_field<Field::kName>(p + 6, fields(s));
   std::memcpy(p, " ts=", 4);
   p = times.start(p + 4);
   std::memcpy(p, " dur=", 5);
   p = times.dur(p + 5);
   *p++ = ' ';  // written even with no attributes: the line then ends `dur=<n> `
-  p = put_attrs(p, e);
+  p = put_field<Field::kAttrs>(p, fields(s));
   *p++ = '\n';
   return static_cast<size_t>(p - out);
+}
+
+}  // namespace
+
+size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept {
+  return span_line(out, e, owner);
+}
+
+size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
+                   SpanLineOwner& owner) noexcept {
+  return span_line(out, RecordSpan{pid, tid, rec}, owner);
 }
 
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept {

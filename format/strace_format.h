@@ -83,6 +83,11 @@ class SpanLineOwner {
 
 // format_span, with the owner's part of the line from (and kept in) `owner`: the same bytes.
 size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept;
+// The same line for the drained record `rec` of ring owner (pid, tid), the bytes of
+// format_span(out, SpanEvent::of(pid, tid, rec), owner) without building the event (the text
+// drainer's per-record path: TextSink::span_record).
+size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
+                   SpanLineOwner& owner) noexcept;
 
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;

@@ -24,6 +24,11 @@ class TextSink final : public Sink {
   size_t span(char* out, const SpanEvent& e) noexcept override {
     return format_span(out, e, owner_);
   }
+  // span(out, SpanEvent::of(pid, tid, rec)), called directly: the text drainer's path for each
+  // record (no event built, no virtual call). Same bytes, same owner state.
+  size_t span_record(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept {
+    return format_span(out, pid, tid, rec, owner_);
+  }
   size_t drops(char* out, const DropsEvent& e) noexcept override { return format_drops(out, e); }
   size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override {
     return format_unfinished(out, e);

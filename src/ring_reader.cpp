@@ -1,4 +1,5 @@
-// RingReader::read (src/ring.h): one record out of shared memory, copied once, then checked.
+// RingReader (src/ring.h): its out-of-line parts (a bad head, compact records), and the slot
+// copies of the run path. read() itself is inline in ring.h.
 #include "src/ring.h"
 
 #include "src/record_decode.h"
@@ -89,31 +90,10 @@ std::optional<uint64_t> RingReader::count_records(uint64_t head) const noexcept 
   return records;
 }
 
-ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& out, std::string& why) {
-  const uint64_t pos = position_;
-  const uint64_t mask = capacity_ - 1;
-  const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
-  if (avail == 0 || avail > capacity_) {
-    why = "head " + std::to_string(head) + " is not within one ring of the read position " +
-          std::to_string(pos);
-    return ReadStatus::kCorrupt;
-  }
-  std::memcpy(&out.header, slots_ + (pos & mask) * kSlotBytes, kSlotBytes);
-  const RecordHeader& h = out.header;
-  // `flags` sits at the same offset in both record kinds (segment_layout.h).
-  if ((h.flags & kRecordCompact) != 0) return read_compact(pos, min_seq, out, why);
-  if (!check_ordinary_frame(h, avail, min_seq, RecordWhere{"record at slot ", pos}, why))
-    return ReadStatus::kCorrupt;
-  // Payload: the kInlinePayloadBytes of the header slot, then the record's next slots whole
-  // (each wraps on its own; slots <= avail was checked): fixed-size copies, no libc call.
-  std::memcpy(out.payload, h.payload, kInlinePayloadBytes);
-  for (uint64_t s = 1; s < h.slots; ++s)
-    std::memcpy(out.payload + kInlinePayloadBytes + (s - 1) * kSlotBytes,
-                slots_ + ((pos + s) & mask) * kSlotBytes, kSlotBytes);
-  if (!finish_ordinary(out, RecordWhere{"record at slot ", pos}, why))
-    return ReadStatus::kCorrupt;
-  position_ = pos + h.slots;
-  return ReadStatus::kRecord;
+ReadStatus RingReader::bad_head(uint64_t head, std::string& why) const {
+  why = "head " + std::to_string(head) + " is not within one ring of the read position " +
+        std::to_string(position_);
+  return ReadStatus::kCorrupt;
 }
 
 ReadStatus RingReader::read_compact(uint64_t pos, uint64_t min_seq, RecordCopy& out,

@@ -236,6 +236,43 @@ TEST_CASE("a byte that needs escaping is found at every position 0..47 of a name
   }
 }
 
+TEST_CASE("span_record (the text drainer's path) writes span()'s line and keeps the same state") {
+  // TextSink::span_record formats a drained record without building its SpanEvent. Lines from
+  // it, interleaved with span() on the same sink (both update the owner, time and (inv, hid)
+  // caches), must each be the stateless line of SpanEvent::of(pid, tid, rec): owners with
+  // pid != tid, changing and repeating, times of every length, names and attributes with and
+  // without bytes to escape.
+  TextSink sink;
+  std::mt19937_64 rng(0x5ba2ec07);
+  const char* const names[] = {"chip.run", "a b", "x=y", "%pct", "n\x01", "q[1]",
+                               "a.long.name.of.more.than.sixteen.bytes"};
+  const char* const attrs[] = {"", "k=1", "k=1 v=22", "s=a]b", "t=\x7f", "u=%41 w=[x]"};
+  const uint32_t owners[][2] = {{10, 11}, {10, 12}, {11, 10}, {4294967295u, 1}, {7, 7}};
+  uint64_t ts = 2'022'531'972'882;
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t r = rng();
+    if (r % 11 == 0) ts = rng() >> (rng() % 64);
+    else ts += rng() % 200'000'000;
+    const uint64_t dur = r % 5 == 0 ? rng() >> (rng() % 64) : rng() % 100'000;
+    const uint64_t inv = r % 3 == 0 ? rng() >> (rng() % 64) : (r >> 8) % 3;
+    const uint64_t hid = (r >> 12) % 2 * 0x9f3c2a1b5d7e6f01ull;
+    const RecordCopy rec =
+        make_record(1, ts, dur, inv, hid, static_cast<uint32_t>((r >> 16) % 12),
+                    names[(r >> 20) % std::size(names)], attrs[(r >> 24) % std::size(attrs)]);
+    const auto& o = owners[(r >> 28) % std::size(owners)];
+    const SpanEvent e = SpanEvent::of(o[0], o[1], rec);
+    char got[kMaxLineBytes];
+    char plain[kMaxLineBytes];
+    const size_t n =
+        (r >> 32) % 4 == 0 ? sink.span(got, e) : sink.span_record(got, o[0], o[1], rec);
+    const std::string want(plain, format_span(plain, e));
+    if (std::string(got, n) != want) {
+      FAIL_CHECK("line ", i, ": got '", std::string(got, n), "', want '", want, "'");
+      return;
+    }
+  }
+}
+
 TEST_CASE("a TextSink's cached times and (inv, hid) give the stateless line in any order") {
   // The sink keeps the leading digits of the last time and the text of the last (inv, hid):
   // lines that share them, lines that do not, and values at every length must all be the lines
