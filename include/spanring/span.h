@@ -175,10 +175,21 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
 // no guard variable, no constructor call); shared by every thread that runs the site.
 //
-// `name`: generation << 32 | id, the string id of the site's literal name (0: it cannot be
-// interned) in the string table of attach generation `generation` (g_attach_generation; 0 is
-// never a live generation, so a zero word is empty). Id and generation are one 64-bit word, read
-// with one acquire load, so an id is never paired with another attach's generation.
+// `name`: generation << 32 | kGateOpen | id, the string id (1..) of the site's literal name in
+// the string table of attach generation `generation` (g_attach_generation, never 0 for a live
+// one), or generation << 32 | kSiteNoId when the name cannot be interned (id 0); kSiteEmpty
+// before the site's first use. Id and generation are one 64-bit word, read with one acquire
+// load, so an id is never paired with another attach's generation. A valid word is laid out as
+// a thread's gate word (RingWriter::gate_word: epoch << 32 | gate, the gate's low 16 bits 0)
+// is for an open gate on a ring of that generation, so that Span's site constructor tests the
+// site and the thread in one: (name ^ gate_word) >> 16 == 0 says the id is valid for the
+// segment of the thread's ring (no compare with g_attach_generation: a thread's ring and epoch
+// are always the current attach's, since attach() is refused while a thread holds a ring and a
+// fork child closes its gate) and that the thread may begin inline. kSiteEmpty and kSiteNoId
+// are bits no gate ever has, so those words never pass that test (a zero word would: a fresh
+// thread's gate word is 0).
+inline constexpr uint64_t kSiteEmpty = uint64_t{1} << 31;
+inline constexpr uint64_t kSiteNoId = uint64_t{1} << 30;
 //
 // `keys_tag`, `keys`, `key_ids`: the first set of literal keys (pointers, 1..kCompactAttrs of
 // them) a span of this site ended with in generation `keys_tag >> 32`, and their ids (key i in
@@ -196,7 +207,7 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
 // site then take the memo until the child attaches again.
 inline constexpr uint64_t kSiteKeysBusy = 0x100;
 struct SpanSite {
-  std::atomic<uint64_t> name{0};
+  std::atomic<uint64_t> name{kSiteEmpty};
   std::atomic<uint64_t> keys_tag{0};
   std::atomic<const char*> keys[kCompactAttrs]{};
   std::atomic<uint64_t> key_ids{0};
@@ -422,8 +433,8 @@ class Span : private detail::SpanData {
         // The common case, written here: an interned name, a thread whose ring is claimed and
         // timed by the counter, a depth the open-span stack describes, not a vfork child.
         // Anything else (the thread's first span, clock_gettime timing) is begin()'s.
-        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
-                                 spanring_vfork_child == 0,
+        if (__builtin_expect(id != 0 && t != nullptr && detail::gate_open(*t) &&
+                                 t->depth < kOpenSpanMax,
                              1))
           begin_inline(*t, name, id, nullptr);
         else
@@ -449,15 +460,24 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
-        const uint16_t id =
-            detail::site_name_id(site, name, static_cast<uint32_t>(__builtin_strlen(name)));
+        // acquire: pairs with site_name_slow's release, so the string entry the id names is
+        // seen ready.
+        const uint64_t word = site.name.load(std::memory_order_acquire);
         detail::ThreadState* const t = detail::t_self;
-        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
-                                 spanring_vfork_child == 0,
+        // One test for the site and the thread (detail::site_word): the site's id belongs to
+        // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in
+        // the word) and the thread's gate is exactly open; then a depth the open-span stack
+        // describes. Anything else: the site's id for the current attach (site_name_id), and
+        // begin()'s path.
+        if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                                 t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, id, &site);
+          begin_inline(*t, name, static_cast<uint16_t>(word), &site);
         else
-          begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
+          begin_library(name, __builtin_strlen(name),
+                        detail::site_name_id(site, name,
+                                             static_cast<uint32_t>(__builtin_strlen(name))),
+                        &detail::g_module_strings, &site);
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -632,7 +652,8 @@ class Span : private detail::SpanData {
     values_[0] = values_[1] = values_[2] = values_[3] = 0;
   }
   // begin() for a literal name with id `name_id` in this module's table, on thread `t` whose
-  // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
+  // gate is open (detail::gate_open: a ring claimed, timed by the counter, not busy, not a vfork
+  // child, no drop since the last record), at a depth below kOpenSpanMax:
   // the span's fields, the counter read and the open-span note (ring->open[depth], then
   // open_depth), which a drainer reports when this process is killed before the span ends.
   // name_len_, tsc_, packed_ and attrs_len_ are left unset: only the library reads them, and
@@ -680,7 +701,7 @@ class Span : private detail::SpanData {
   // The span, begun by begin_inline (inline_: an interned name, timed by the counter, depth
   // below kOpenSpanMax), ends at counter value `end`: written here, as one CompactRecord, when
   // it is still compact (literal keys whose ids the thread's memo holds for this name, 32-bit
-  // values, a duration below 2^32 ticks) and the thread may write inline (ready, not busy, not
+  // values, a duration below 2^32 ticks) and the thread may write inline (its gate open: not busy, not
   // a vfork child, no drop since its last record). Else end_at().
   SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
     detail::ThreadState* const t = detail::t_self;
@@ -688,16 +709,13 @@ class Span : private detail::SpanData {
     // wraps to a duration above 2^32 here and goes to end_at, which records 0.
     const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
     const uint32_t count = count_;
-    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::ready_and_idle(*t) &&
-                             spanring_vfork_child == 0,
-                         1)) {
-      // busy from here: a signal handler's record meanwhile is dropped and counted
-      // (reentrant_drops, announced by release_busy), and the handler cannot change what is
-      // read below (the key memo, the ring's gap) while this thread reads it.
-      t->busy = 1;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::gate_open(*t), 1)) {
+      // busy from here (enter_busy: false when a signal handler dropped a record just before,
+      // kGateGap): a signal handler's record meanwhile is dropped and counted (reentrant_drops,
+      // announced by release_busy), and the handler cannot change what is read below (the key
+      // memo, the gate) while this thread reads it.
       uint64_t keys = 0;
-      bool known = t->ring.compact_allowed();
+      bool known = detail::enter_busy(*t);
       if (count != 0 && known && inline_ == 2) {
         // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
         // resolves the keys through the memo and fills an empty site). relaxed generation:
@@ -728,7 +746,7 @@ class Span : private detail::SpanData {
                               static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
                               static_cast<uint8_t>(depth),
                               static_cast<uint8_t>(count | negative_ << 4));
-        detail::release_busy(*t);
+        detail::release_open_busy(*t);
         // After the record is published (see end_at). relaxed: read by the drainer only once
         // this process is dead.
         t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);
@@ -818,22 +836,19 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
     // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
-                             detail::ready_and_idle(*t) && spanring_vfork_child == 0 &&
-                             ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             detail::gate_open(*t) && ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
-      // busy while the slot is written: a signal handler's record meanwhile is dropped and
-      // counted (reentrant_drops, announced by release_busy), and cannot drop one of ours
-      // between the gap's test and the write.
-      t->busy = 1;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      // A full ring is emit_literal's, which counts the drop.
-      if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
+      // busy while the slot is written (enter_busy: false when a signal handler dropped a
+      // record just before, kGateGap): a signal handler's record meanwhile is dropped and
+      // counted (reentrant_drops, announced by release_busy). A full ring is emit_literal's,
+      // which counts the drop.
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(), 1)) {
         t->ring.put_compact(
             static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
             static_cast<uint32_t>(dur_ns), kRecordCompact, name_id, attrs_id,
             static_cast<uint8_t>(t->depth), attrs_id != 0 ? kCompactAttrsText : uint8_t{0});
-        detail::release_busy(*t);
+        detail::release_open_busy(*t);
         return true;
       }
       detail::release_busy(*t);
