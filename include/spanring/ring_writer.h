@@ -62,7 +62,7 @@ class SPANRING_HIDDEN RingWriter {
     // relaxed: both were last written before the drainer's release of kRingFree, which the
     // claim's CAS acquired.
     own_head_ = shared->head.load(std::memory_order_relaxed);
-    cached_tail_ = shared->tail.load(std::memory_order_relaxed);
+    room_end_ = shared->tail.load(std::memory_order_relaxed) + capacity;
     next_seq_ = 0;
     own_drops_ = 0;
     gate_ &= ~kGateGap;
@@ -170,13 +170,12 @@ class SPANRING_HIDDEN RingWriter {
   // in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from text_payload(),
   // the payload of the record at head, and publish what it stored with commit_text().
   bool text_room() noexcept {
-    // Both tests against the same bound (capacity - kTextRoomSlots; the ring has at least
-    // kMinRingCapacity slots): head's index is at most that, and so is head - tail, the slots in
-    // use by the cached tail; else reread_room rereads the tail (out of line: the common case
-    // keeps no register for it).
-    const uint64_t last = mask_ - (kTextRoomSlots - 1);
-    if ((own_head_ & mask_) > last) return false;
-    if (__builtin_expect(own_head_ - cached_tail_ <= last, 1)) return true;
+    // head's index is at most capacity - kTextRoomSlots (the ring has at least
+    // kMinRingCapacity slots), and kTextRoomSlots more slots from head end at or before the
+    // cached room's end; else reread_room rereads the tail (out of line: the common case keeps
+    // no register for it).
+    if ((own_head_ & mask_) > mask_ - (kTextRoomSlots - 1)) return false;
+    if (__builtin_expect(own_head_ + kTextRoomSlots <= room_end_, 1)) return true;
     return reread_room(kTextRoomSlots);
   }
   char* text_payload() const noexcept {
@@ -328,19 +327,19 @@ class SPANRING_HIDDEN RingWriter {
   // the ring is full.
   bool has_room(uint32_t need) noexcept {
     const uint64_t cap = mask_ + 1;
-    if (own_head_ + need - cached_tail_ <= cap) return true;
+    if (own_head_ + need <= room_end_) return true;
     // acquire: pairs with the drainer's release of tail, made after it finished reading the
     // slots below tail, so our writes to them cannot race its reads.
-    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
-    return own_head_ + need - cached_tail_ <= cap;
+    room_end_ = shared_->tail.load(std::memory_order_acquire) + cap;
+    return own_head_ + need <= room_end_;
   }
 
   // has_room's second half, out of line for text_room: rereads the drainer's tail and says
   // whether `need` slots are free.
   __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
     // acquire: as in has_room.
-    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
-    return own_head_ + need - cached_tail_ <= mask_ + 1;
+    room_end_ = shared_->tail.load(std::memory_order_acquire) + mask_ + 1;
+    return own_head_ + need <= room_end_;
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).
@@ -425,7 +424,9 @@ class SPANRING_HIDDEN RingWriter {
   std::byte* slots_;      // the ring's first slot
   uint64_t mask_;         // capacity - 1, slots
   uint64_t own_head_;     // private copy of shared_->head
-  uint64_t cached_tail_;  // last value read of shared_->tail (the drainer's)
+  // The last value read of shared_->tail (the drainer's) plus the capacity: the head position
+  // up to which slots are free as far as this writer knows, so a room test is one compare.
+  uint64_t room_end_;
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
   // The gate: 0 or bits at and above bit 16, exactly kGateOpen when the
