@@ -358,9 +358,8 @@ void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count,
                                              std::memory_order_acquire,
                                              std::memory_order_relaxed))
     return;
-  // relaxed: published by the tag's release below.
-  for (uint32_t i = 0; i < kCompactAttrs; ++i)
-    site.keys[i].store(i < count ? keys[i] : nullptr, std::memory_order_relaxed);
+  // Plain stores (SpanSite::keys), published by the tag's release below.
+  for (uint32_t i = 0; i < kCompactAttrs; ++i) site.keys[i] = i < count ? keys[i] : nullptr;
   site.key_ids.store(ids, std::memory_order_relaxed);
   // release: a reader that acquires this tag (site_keys_match) sees the pointers and ids above.
   site.keys_tag.store(generation << 32 | count, std::memory_order_release);

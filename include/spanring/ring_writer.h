@@ -71,6 +71,8 @@ class SPANRING_HIDDEN RingWriter {
   // ---- the gate (kGateOpen above; thread_state.h's functions use these)
   uint32_t gate() const noexcept { return gate_; }
   static constexpr size_t gate_offset() noexcept { return offsetof(RingWriter, gate_); }
+  // The attach generation of the claimed ring (epoch_): the current one while the gate is open.
+  uint32_t epoch() const noexcept { return epoch_; }
   // The gate in the low 32 bits and epoch_ in the high 32, one load (little-endian).
   uint64_t gate_word() const noexcept {
     static_assert(offsetof(RingWriter, epoch_) == offsetof(RingWriter, gate_) + 4 &&

@@ -209,12 +209,14 @@ inline constexpr uint64_t kSiteKeysBusy = 0x100;
 struct SpanSite {
   std::atomic<uint64_t> name{kSiteEmpty};
   std::atomic<uint64_t> keys_tag{0};
-  std::atomic<const char*> keys[kCompactAttrs]{};
+  // Plain pointers: written by the filler between its claim (keys_tag busy) and the tag's
+  // release, read only after acquiring the filled tag (site_keys_match); no read overlaps a
+  // write (see above).
+  const char* keys[kCompactAttrs]{};
   std::atomic<uint64_t> key_ids{0};
 };
 static_assert(std::is_standard_layout_v<SpanSite> && std::is_trivially_destructible_v<SpanSite> &&
-              std::atomic<uint64_t>::is_always_lock_free &&
-              std::atomic<const char*>::is_always_lock_free);
+              std::atomic<uint64_t>::is_always_lock_free);
 
 // The id of `site`'s literal name `p` (len bytes, 1..kStringMaxBytes) in the current attach
 // generation: interns it and stores generation << 32 | id in site.name (a CAS from the word the
@@ -235,30 +237,19 @@ SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
 }
 
 // Whether the site's key set, acquired for `generation` with `count` keys, is the span's keys
-// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the
-// tag and one compare (which also says the set is filled, not busy, and has `count` keys), then
-// the key pointers, read after the tag (relaxed: the tag's acquire orders them after their
-// filler's stores; they are never rewritten within a generation).
+// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the tag and one compare
+// (which also says the set is filled, not busy, and has `count` keys); only then the key
+// pointers (plain fields: the tag's acquire orders them after their filler's stores, and they
+// are never rewritten within a generation), compared as two 16-byte vectors (same_keys).
 SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t generation,
                                             uint32_t count, const char* k0, const char* k1,
                                             const char* k2, const char* k3,
                                             uint64_t& ids) noexcept {
-  static_assert(kCompactAttrs == 4);
-  const bool tag = site.keys_tag.load(std::memory_order_acquire) ==
-                   (uint64_t{generation} << 32 | count);
-  // & rather than &&: one branch for the whole test; the loads below read valid (possibly
-  // empty) words whatever the tag said.
-  const uintptr_t diff =
-      (reinterpret_cast<uintptr_t>(site.keys[0].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k0)) |
-      (reinterpret_cast<uintptr_t>(site.keys[1].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k1)) |
-      (reinterpret_cast<uintptr_t>(site.keys[2].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k2)) |
-      (reinterpret_cast<uintptr_t>(site.keys[3].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k3));
+  if (site.keys_tag.load(std::memory_order_acquire) != (uint64_t{generation} << 32 | count))
+    return false;
+  // relaxed: ordered by the tag's acquire, as the keys.
   ids = site.key_ids.load(std::memory_order_relaxed);
-  return tag & (diff == 0);
+  return same_keys(site.keys, k0, k1, k2, k3);
 }
 }  // namespace detail
 
@@ -718,11 +709,10 @@ class Span : private detail::SpanData {
       bool known = detail::enter_busy(*t);
       if (count != 0 && known && inline_ == 2) {
         // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
-        // resolves the keys through the memo and fills an empty site). relaxed generation:
-        // see detail::string_id_in.
-        known = detail::site_keys_match(
-            *site_, detail::g_attach_generation.load(std::memory_order_relaxed), count, keys_[0],
-            keys_[1], keys_[2], keys_[3], keys);
+        // resolves the keys through the memo and fills an empty site). The generation is the
+        // thread's ring epoch, the current one while its gate is open.
+        known = detail::site_keys_match(*site_, t->ring.epoch(), count, keys_[0], keys_[1],
+                                        keys_[2], keys_[3], keys);
       } else if (count != 0 && known) {
         const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
