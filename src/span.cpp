@@ -328,11 +328,11 @@ uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept {
   // entry kStringReady (this thread acquired that in intern), as string_id_slow's words. A CAS
   // from the word seen: when another thread stored this generation's word first, its id is
   // the same entry (intern finds equal bytes) and stays; acquire on failure for the same reason.
-  // kGateOpen marks a valid id, kSiteNoId a name without one (span.h, SpanSite::name), which
-  // never matches a thread's gate word.
+  // kGateOpen marks a valid id (span.h, SpanSite::name): the word of a name without one never
+  // passes Span's test against an open gate.
   if (site.name.compare_exchange_strong(seen,
                                         uint64_t{generation} << 32 |
-                                            (id != 0 ? uint64_t{kGateOpen} | id : kSiteNoId),
+                                            (id != 0 ? uint64_t{kGateOpen} | id : 0),
                                         std::memory_order_release, std::memory_order_acquire) ||
       (seen >> 32) != generation)
     return id;

@@ -177,19 +177,19 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
 //
 // `name`: generation << 32 | kGateOpen | id, the string id (1..) of the site's literal name in
 // the string table of attach generation `generation` (g_attach_generation, never 0 for a live
-// one), or generation << 32 | kSiteNoId when the name cannot be interned (id 0); kSiteEmpty
-// before the site's first use. Id and generation are one 64-bit word, read with one acquire
-// load, so an id is never paired with another attach's generation. A valid word is laid out as
-// a thread's gate word (RingWriter::gate_word: epoch << 32 | gate, the gate's low 16 bits 0)
-// is for an open gate on a ring of that generation, so that Span's site constructor tests the
-// site and the thread in one: (name ^ gate_word) >> 16 == 0 says the id is valid for the
-// segment of the thread's ring (no compare with g_attach_generation: a thread's ring and epoch
-// are always the current attach's, since attach() is refused while a thread holds a ring and a
-// fork child closes its gate) and that the thread may begin inline. kSiteEmpty and kSiteNoId
-// are bits no gate ever has, so those words never pass that test (a zero word would: a fresh
-// thread's gate word is 0).
+// one), or generation << 32 alone when the name cannot be interned (id 0); kSiteEmpty before
+// the site's first use. Id and generation are one 64-bit word, read with one acquire load, so
+// an id is never paired with another attach's generation. A valid word is laid out as a
+// thread's gate word (RingWriter::gate_word: epoch << 32 | gate, the gate's low 16 bits 0) is
+// for an open gate on a ring of that generation, so that Span's site constructor tests the site
+// and the thread in one: (name ^ gate_word) >> 16 == 0 says the id is valid for the segment of
+// the thread's ring (no compare with g_attach_generation: a thread's ring and epoch are always
+// the current attach's, since attach() is refused while a thread holds a ring and a fork child
+// closes its gate) and that the thread may begin inline. A word without kGateOpen (no id)
+// never passes that test with an open gate; kSiteEmpty, a bit no gate ever has, never passes
+// it at all (an empty word 0 would, against the gate word 0 of a thread with a state but no
+// ring yet).
 inline constexpr uint64_t kSiteEmpty = uint64_t{1} << 31;
-inline constexpr uint64_t kSiteNoId = uint64_t{1} << 30;
 //
 // `keys_tag`, `keys`, `key_ids`: the first set of literal keys (pointers, 1..kCompactAttrs of
 // them) a span of this site ended with in generation `keys_tag >> 32`, and their ids (key i in
