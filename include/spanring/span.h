@@ -137,6 +137,18 @@ SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* b0, cons
 #endif
 }
 
+// Whether a thread's key memo holds `count` keys of the table with serial `serial` that are
+// the span's keys `k0`..`k3` (null past its count); `ids` their ids. The count and the serial
+// first, each with its own branch, then the keys as two 16-byte vectors (same_keys): tested
+// this way round, the memo's slot is addressed once and nothing is held across the tests.
+SPANRING_ALWAYS_INLINE bool memo_keys_match(const KeyMemo& memo, uint32_t count, uint32_t serial,
+                                            const char* k0, const char* k1, const char* k2,
+                                            const char* k3, uint64_t& ids) noexcept {
+  if (memo.count != count || memo.serial != serial) return false;
+  ids = memo.ids;
+  return same_keys(memo.keys, k0, k1, k2, k3);
+}
+
 // string_id_in the calling module's table.
 SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
   return string_id_in(g_module_strings, p, len);
@@ -714,15 +726,11 @@ class Span : private detail::SpanData {
         known = detail::site_keys_match(*site_, t->ring.epoch(), count, keys_[0], keys_[1],
                                         keys_[2], keys_[3], keys);
       } else if (count != 0 && known) {
-        const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
-        // & rather than &&: one branch for the whole test (on ints: clang's -Wall warns of & on
-        // bools).
-        known = (int{memo.count == count} &
-                 int{memo.serial == strings_->serial.load(std::memory_order_relaxed)} &
-                 int{detail::same_keys(memo.keys, keys_[0], keys_[1], keys_[2], keys_[3])}) != 0;
-        keys = memo.ids;
+        known = detail::memo_keys_match(t->key_memo[name_id_ % detail::kKeyMemoSlots], count,
+                                        strings_->serial.load(std::memory_order_relaxed),
+                                        keys_[0], keys_[1], keys_[2], keys_[3], keys);
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
       // full ring is end_at's, which counts the drop.
