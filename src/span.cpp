@@ -70,7 +70,8 @@ inline bool guarded_write(Write&& write) noexcept {
   }
   const bool stored = write(t.ring);
   // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
-  // handler that runs between the last check and busy = 0 is caught by the check after it.
+  // handler that runs between the last check and clearing kGateBusy is caught by the check
+  // after it.
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
   // (A plain load first: the exchange is a locked instruction, too dear for every record.)
   for (;;) {
@@ -275,8 +276,8 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
 namespace detail {
 
 void flush_reentrant(ThreadState& t) noexcept {
-  // The marker is written while busy; a handler that runs between the last check and busy = 0
-  // is caught by the check after it. relaxed: the counter is thread-local; the atomic only
+  // The marker is written while busy; a handler that runs between the last check and clearing
+  // kGateBusy is caught by the check after it. relaxed: the counter is thread-local; the atomic only
   // guards against our own handlers.
   for (;;) {
     t.ring.gate_or(kGateBusy);
