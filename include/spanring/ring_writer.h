@@ -177,7 +177,7 @@ class SPANRING_HIDDEN RingWriter {
     // cached room's end; else reread_room rereads the tail (out of line: the common case keeps
     // no register for it).
     if ((own_head_ & mask_) > mask_ - (kTextRoomSlots - 1)) return false;
-    if (__builtin_expect(own_head_ + kTextRoomSlots <= room_end_, 1)) return true;
+    if (__builtin_expect(free_slots() >= kTextRoomSlots, 1)) return true;
     return reread_room(kTextRoomSlots);
   }
   char* text_payload() const noexcept {
@@ -325,15 +325,19 @@ class SPANRING_HIDDEN RingWriter {
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
+  // The slots free from head as far as this writer knows (room_end_ - head, at most the
+  // capacity): a difference of the counters, so it stays right when they wrap past 2^64.
+  int64_t free_slots() const noexcept { return static_cast<int64_t>(room_end_ - own_head_); }
+
   // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
   // the ring is full.
   bool has_room(uint32_t need) noexcept {
     const uint64_t cap = mask_ + 1;
-    if (own_head_ + need <= room_end_) return true;
+    if (free_slots() >= need) return true;
     // acquire: pairs with the drainer's release of tail, made after it finished reading the
     // slots below tail, so our writes to them cannot race its reads.
     room_end_ = shared_->tail.load(std::memory_order_acquire) + cap;
-    return own_head_ + need <= room_end_;
+    return free_slots() >= need;
   }
 
   // has_room's second half, out of line for text_room: rereads the drainer's tail and says
@@ -341,7 +345,7 @@ class SPANRING_HIDDEN RingWriter {
   __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
     // acquire: as in has_room.
     room_end_ = shared_->tail.load(std::memory_order_acquire) + mask_ + 1;
-    return own_head_ + need <= room_end_;
+    return free_slots() >= need;
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).
@@ -427,7 +431,8 @@ class SPANRING_HIDDEN RingWriter {
   uint64_t mask_;         // capacity - 1, slots
   uint64_t own_head_;     // private copy of shared_->head
   // The last value read of shared_->tail (the drainer's) plus the capacity: the head position
-  // up to which slots are free as far as this writer knows, so a room test is one compare.
+  // up to which slots are free as far as this writer knows, so a room test is one difference
+  // and one compare (free_slots; modulo 2^64, as every counter).
   uint64_t room_end_;
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
