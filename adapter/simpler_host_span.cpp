@@ -95,7 +95,7 @@ extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostS
   using spanring::detail::ThreadState;
   // The common case, written here as the library's text record path writes it (record_any,
   // src/span.cpp): a readable v1 span, a thread whose ring is claimed, not busy, not a vfork
-  // child, and 6 free slots from head that do not wrap (RingWriter::text_room). The name and
+  // child (the thread's gate: text_gate_open), and 6 free slots from head that do not wrap (RingWriter::text_room). The name and
   // the attributes are measured while they are copied into the ring (copy_measured), the
   // numbers are read after the copy (held across it they would take registers), and a valid
   // record is published. The fields are read through the caller's own struct type: no copy.
@@ -103,11 +103,12 @@ extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostS
   if (__builtin_expect(span != nullptr && t != nullptr &&
                            span->abi_version == SIMPLER_HOST_SPAN_ABI_VERSION &&
                            span->struct_size >= SPANRING_SIMPLER_HOST_SPAN_V1_SIZE &&
-                           t->ring.shared() != nullptr && (t->busy | spanring_vfork_child) == 0,
+                           spanring::detail::text_gate_open(*t),
                        1)) {
     // busy from before the copy: a signal handler's record meanwhile would take the same slots
-    // (it is dropped and counted, and announced by release_busy).
-    t->busy = 1;
+    // (it is dropped and counted, and announced by release_busy). gate_or: a drop a handler
+    // marks just before (kGateGap) is kept.
+    t->ring.gate_or(spanring::kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(t->ring.text_room(), 1)) {
       char* const dst = t->ring.text_payload();

@@ -150,10 +150,8 @@ void on_fork_child() noexcept {
   // inherited began after the parent attached, so they are not before it.
   if (t_self == nullptr) return;
   ThreadState& t = *t_self;
-  t.ring.detach();
-  t.ready = 0;
+  t.ring.detach();  // the gate closed (0): not ready, not busy
   t.no_ring_wait = 0;
-  t.busy = 0;
   t.reentrant_drops.store(0, std::memory_order_relaxed);
   // The key's value was inherited (the same state): it returns the state at the child's exit.
 }
@@ -293,8 +291,7 @@ __attribute__((constructor)) void attach_from_environment() {
 void release_state(void* state) noexcept {
   ThreadState& t = *static_cast<ThreadState*>(state);
   if (RingHeader* ring = t.ring.shared(); ring != nullptr) {
-    t.ring.detach();
-    t.ready = 0;
+    t.ring.detach();  // the gate closed (0)
     // release: every record this thread published (head) happens-before the drainer's acquire
     // of state == kRingReleased.
     ring->state.store(kRingReleased, std::memory_order_release);
@@ -402,8 +399,13 @@ bool claim_ring(ThreadState& t) noexcept {
     t.ring.attach(&r, slots, p.ring_capacity);
     // release: the owner fields above are visible to the drainer's acquire of kRingActive.
     r.state.store(kRingActive, std::memory_order_release);
-    // The inline record path (span.h) writes from now on, when it times with the counter.
-    t.ready = p.use_tsc ? 1 : 0;
+    // The inline record path (span.h) writes from now on, when it times with the counter (else
+    // kGateClock keeps it out, and only the text record path writes inline). The epoch: the
+    // generation whose string ids SPANRING_SPAN's sites may give this thread's records
+    // (relaxed: written by attach before g_segment was published, which this thread acquired
+    // or inherited).
+    t.ring.open_gate(kGateOpen | (p.use_tsc ? 0 : kGateClock),
+                     detail::g_attach_generation.load(std::memory_order_relaxed));
     // relaxed: as for the ring's flag above.
     t.early_ns =
         std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0

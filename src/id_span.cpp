@@ -44,14 +44,15 @@ void id_span_begin(IdSpan& s, uint16_t name_id) noexcept {
   const int64_t start = tsc ? static_cast<int64_t>(read_tsc()) : now_ns();
   s.start = start;
   s.end = start;
-  if (__builtin_expect(t.ring.shared() == nullptr, 0) && t.busy == 0 && t.no_ring_wait == 0) {
+  if (__builtin_expect(t.ring.shared() == nullptr, 0) && (t.ring.gate() & kGateBusy) == 0 &&
+      t.no_ring_wait == 0) {
     // The thread's first record-to-be claims its ring now, as Span::begin does, so that this
     // span is described in the ring's open-span stack if the process dies before it ends.
-    t.busy = 1;
+    t.ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (!claim_ring(t)) t.no_ring_wait = kNoRingRetry;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t.busy = 0;
+    t.ring.gate_clear(kGateBusy);
   }
   RingHeader* const ring = t.ring.shared();
   if (ring != nullptr && depth < kOpenSpanMax) {
@@ -81,18 +82,17 @@ bool id_span_end_compact(IdSpan& s, const uint32_t* values, uint64_t keys, uint3
   ThreadState* const t = t_self;
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   const uint64_t dur = end > s.start ? static_cast<uint64_t>(end - s.start) : 0;
-  // The common case, as Span::finish writes it: a thread whose ring is claimed and timed by the
-  // counter (ready: then s.tsc is 1 too), not busy, not a vfork child.
+  // The common case, as Span::finish writes it: a thread whose gate is open (a ring claimed and
+  // timed by the counter: then s.tsc is 1 too; not busy, not a vfork child, no drop since the
+  // last record).
   if (__builtin_expect(dur <= 0xffffffffu && s.depth <= 0xff && count <= kCompactAttrs &&
-                           t != nullptr && ready_and_idle(*t) && spanring_vfork_child == 0,
+                           t != nullptr && gate_open(*t),
                        1)) {
     // busy from here: a signal handler's record meanwhile is dropped and counted
-    // (reentrant_drops, announced by release_busy).
-    t->busy = 1;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    // A drop since the ring's last record (the next record carries the whole sequence number)
-    // or a full ring (whose drop the ordinary write counts): id_span_end_text.
-    if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
+    // (reentrant_drops, announced by release_busy). A drop since the ring's last record
+    // (enter_busy false: the next record carries the whole sequence number) or a full ring
+    // (whose drop the ordinary write counts): id_span_end_text.
+    if (__builtin_expect(enter_busy(*t) && t->ring.room_for_compact(), 1)) {
       const uint32_t depth = s.depth;
       t->depth -= 1;
       uint64_t v[2];  // the values as the record's two words (put_compact)
@@ -102,7 +102,7 @@ bool id_span_end_compact(IdSpan& s, const uint32_t* values, uint64_t keys, uint3
                           static_cast<uint16_t>(kRecordCompact | (s.tsc != 0 ? kRecordTsc : 0)),
                           s.name_id, keys, static_cast<uint8_t>(depth),
                           static_cast<uint8_t>(count | (negative & 0xfu) << 4));
-      release_busy(*t);
+      release_open_busy(*t);
       // After the record is published (as Span::end_at). relaxed: read by the drainer only
       // once this process is dead.
       t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);

@@ -39,7 +39,7 @@ inline bool guarded_write(Write&& write) noexcept {
     return false;
   }
   ThreadState& t = *self;
-  if (__builtin_expect(t.busy, 0)) {
+  if (__builtin_expect((t.ring.gate() & kGateBusy) != 0, 0)) {
     if (spanring_vfork_child) {
       // relaxed: a report counter.
       g_process.header->vfork_drops.fetch_add(1, std::memory_order_relaxed);
@@ -51,7 +51,7 @@ inline bool guarded_write(Write&& write) noexcept {
     t.reentrant_drops.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  t.busy = 1;
+  t.ring.gate_or(kGateBusy);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
   if (__builtin_expect(t.ring.shared() == nullptr, 0)) {
     if (t.no_ring_wait > 0 || !claim_ring(t)) {
@@ -60,7 +60,7 @@ inline bool guarded_write(Write&& write) noexcept {
       // relaxed: a report counter with no ordering to other data.
       g_process.header->no_ring_drops.fetch_add(1, std::memory_order_relaxed);
       std::atomic_signal_fence(std::memory_order_seq_cst);
-      t.busy = 0;
+      t.ring.gate_clear(kGateBusy);
       std::atomic_signal_fence(std::memory_order_seq_cst);
       if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
         g_process.header->no_ring_drops.fetch_add(
@@ -70,7 +70,8 @@ inline bool guarded_write(Write&& write) noexcept {
   }
   const bool stored = write(t.ring);
   // Records our own signal handlers refused meanwhile get a marker, written while still busy; a
-  // handler that runs between the last check and busy = 0 is caught by the check after it.
+  // handler that runs between the last check and clearing kGateBusy is caught by the check
+  // after it.
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
   // (A plain load first: the exchange is a locked instruction, too dear for every record.)
   for (;;) {
@@ -78,10 +79,10 @@ inline bool guarded_write(Write&& write) noexcept {
       t.ring.write_reentrant_marker(
           t.reentrant_drops.exchange(0, std::memory_order_relaxed));
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t.busy = 0;
+    t.ring.gate_clear(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) == 0, 1)) break;
-    t.busy = 1;
+    t.ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }
   return stored;
@@ -187,23 +188,17 @@ __attribute__((noinline)) bool record_any_measured(const spanring_span& s, const
   // negative), a thread with a ring, not busy, not a vfork child, ts not before what its ring
   // announced (early_ns: then before_anchor is false too). Everything else: record_any_slow.
   ThreadState* const t = t_self;
-  if (__builtin_expect(t != nullptr && t->ring.shared() != nullptr && name_len != 0 &&
+  if (__builtin_expect(t != nullptr && text_gate_open(*t) && name_len != 0 &&
                            (ts_ns | dur_ns | depth) >= 0 &&
-                           static_cast<uint64_t>(ts_ns) >= t->early_ns &&
-                           (t->busy | spanring_vfork_child) == 0,
+                           static_cast<uint64_t>(ts_ns) >= t->early_ns,
                        1)) {
-    t->busy = 1;
+    t->ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
     const bool stored = t->ring.write(name, name_len, attrs, attrs_len,
                                       static_cast<uint64_t>(ts_ns), static_cast<uint64_t>(dur_ns),
                                       s.invocation_id, s.callable_hash,
                                       static_cast<uint32_t>(depth), 0);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    t->busy = 0;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    // relaxed: the counter is this thread's; the atomic only guards against its handlers.
-    if (__builtin_expect(t->reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
-      detail::flush_reentrant(*t);
+    detail::release_busy(*t);
     return stored;
   }
   return record_any_slow(s, name, name_len, attrs, attrs_len);
@@ -241,10 +236,8 @@ bool record_any(const spanring_span& s) noexcept {
   // copied into the ring (copy_measured: one pass, no strnlen calls), then the header is
   // written and the record published. Busy from before the copy: a signal handler's record
   // meanwhile would take the same slots. Anything else: the measured path below.
-  if (__builtin_expect(t != nullptr && t->ring.shared() != nullptr &&
-                           (t->busy | spanring_vfork_child) == 0,
-                       1)) {
-    t->busy = 1;
+  if (__builtin_expect(t != nullptr && text_gate_open(*t), 1)) {
+    t->ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
     if (__builtin_expect(t->ring.text_room(), 1)) {
       char* const dst = t->ring.text_payload();
@@ -283,16 +276,16 @@ bool emit_record(const char* name, uint64_t inv, uint64_t hid, int32_t depth, in
 namespace detail {
 
 void flush_reentrant(ThreadState& t) noexcept {
-  // The marker is written while busy; a handler that runs between the last check and busy = 0
-  // is caught by the check after it. relaxed: the counter is thread-local; the atomic only
+  // The marker is written while busy; a handler that runs between the last check and clearing
+  // kGateBusy is caught by the check after it. relaxed: the counter is thread-local; the atomic only
   // guards against our own handlers.
   for (;;) {
-    t.busy = 1;
+    t.ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (t.reentrant_drops.load(std::memory_order_relaxed) != 0)
       t.ring.write_reentrant_marker(t.reentrant_drops.exchange(0, std::memory_order_relaxed));
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t.busy = 0;
+    t.ring.gate_clear(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) == 0, 1)) return;
   }
@@ -336,7 +329,11 @@ uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept {
   // entry kStringReady (this thread acquired that in intern), as string_id_slow's words. A CAS
   // from the word seen: when another thread stored this generation's word first, its id is
   // the same entry (intern finds equal bytes) and stays; acquire on failure for the same reason.
-  if (site.name.compare_exchange_strong(seen, uint64_t{generation} << 32 | id,
+  // kGateOpen marks a valid id (span.h, SpanSite::name): the word of a name without one never
+  // passes Span's test against an open gate.
+  if (site.name.compare_exchange_strong(seen,
+                                        uint64_t{generation} << 32 |
+                                            (id != 0 ? uint64_t{kGateOpen} | id : 0),
                                         std::memory_order_release, std::memory_order_acquire) ||
       (seen >> 32) != generation)
     return id;
@@ -362,9 +359,8 @@ void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count,
                                              std::memory_order_acquire,
                                              std::memory_order_relaxed))
     return;
-  // relaxed: published by the tag's release below.
-  for (uint32_t i = 0; i < kCompactAttrs; ++i)
-    site.keys[i].store(i < count ? keys[i] : nullptr, std::memory_order_relaxed);
+  // Plain stores (SpanSite::keys), published by the tag's release below.
+  for (uint32_t i = 0; i < kCompactAttrs; ++i) site.keys[i] = i < count ? keys[i] : nullptr;
   site.key_ids.store(ids, std::memory_order_relaxed);
   // release: a reader that acquires this tag (site_keys_match) sees the pointers and ids above.
   site.keys_tag.store(generation << 32 | count, std::memory_order_release);
@@ -486,14 +482,15 @@ void detail::SpanData::begin(const char* name, size_t name_len, uint16_t name_id
   tsc_ = tsc;
   const int64_t start = tsc ? static_cast<int64_t>(read_tsc()) : now_ns();
   start_ = start;
-  if (__builtin_expect(t.ring.shared() == nullptr, 0) && t.busy == 0 && t.no_ring_wait == 0) {
+  if (__builtin_expect(t.ring.shared() == nullptr, 0) && (t.ring.gate() & kGateBusy) == 0 &&
+      t.no_ring_wait == 0) {
     // The thread's first record-to-be claims its ring now, so that this span is described in
     // the ring's open-span stack if the process dies before it ends.
-    t.busy = 1;
+    t.ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (!claim_ring(t)) t.no_ring_wait = kNoRingRetry;
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    t.busy = 0;
+    t.ring.gate_clear(kGateBusy);
   }
   RingHeader* const ring = t.ring.shared();
   if (ring == nullptr) return;

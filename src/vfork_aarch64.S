@@ -20,6 +20,20 @@ vfork:
         mrs     x10, tpidr_el0
         mov     w11, #1
         str     w11, [x10, x9]          /* mark this thread before the child can run */
+        /* The thread's gate (thread_state.h): kGateVfork (0x40000) in the word at offset 56 of
+         * the state t_self points to, set with an exclusive pair (a signal handler of this
+         * thread that changes the word in between makes the store fail, and it is retried).
+         * x12 keeps the state across the syscall. */
+        adrp    x12, :gottprel:_ZN8spanring6detail6t_selfE
+        ldr     x12, [x12, #:gottprel_lo12:_ZN8spanring6detail6t_selfE]
+        ldr     x12, [x10, x12]
+        cbz     x12, 3f
+        add     x12, x12, #56
+5:      ldxr    w13, [x12]
+        orr     w13, w13, #0x40000
+        stxr    w14, w13, [x12]
+        cbnz    w14, 5b
+3:
         mov     x0, #0x4111             /* CLONE_VM | CLONE_VFORK | SIGCHLD */
         mov     x1, sp                  /* the child runs on this stack until exec/_exit */
         mov     x2, #0
@@ -30,7 +44,12 @@ vfork:
         cbz     x0, 1f                  /* child: keep the mark until exec or _exit */
         str     wzr, [x10, x9]          /* parent: x9, x10 survive the syscall (the kernel
                                            restores every register but x0) */
-        cmn     x0, #4095
+        cbz     x12, 4f                 /* the state the mark was set in */
+6:      ldxr    w13, [x12]
+        and     w13, w13, #0xfffbffff
+        stxr    w14, w13, [x12]
+        cbnz    w14, 6b
+4:      cmn     x0, #4095
         b.cs    2f
 1:      ret
 2:      neg     x0, x0

@@ -14,7 +14,17 @@
 vfork:
         movq    spanring_vfork_child@gottpoff(%rip), %rcx
         movl    $1, %fs:(%rcx)
-        popq    %rdi                    /* return address */
+        /* The thread's gate (thread_state.h): kGateVfork (0x40000) in the word at offset 56 of
+         * the state t_self points to, so that the inline record paths, which test only the
+         * gate, send the child's records to the library (which drops them). One `or` to
+         * memory: a signal handler of this thread runs wholly before or after it. %rsi keeps
+         * the state across the syscall (the kernel preserves it; %rcx and %r11 it does not). */
+        movq    _ZN8spanring6detail6t_selfE@gottpoff(%rip), %rsi
+        movq    %fs:(%rsi), %rsi
+        testq   %rsi, %rsi
+        jz      3f
+        orl     $0x40000, 56(%rsi)
+3:      popq    %rdi                    /* return address */
         movl    $58, %eax               /* __NR_vfork */
         syscall
         pushq   %rdi
@@ -22,7 +32,10 @@ vfork:
         jz      1f                      /* child: keep the mark until exec or _exit */
         movq    spanring_vfork_child@gottpoff(%rip), %rcx
         movl    $0, %fs:(%rcx)          /* parent: the child has exec'd or exited */
-        cmpq    $-4095, %rax
+        testq   %rsi, %rsi              /* the state the mark was set in (the child cannot */
+        jz      4f                      /* replace a non-null t_self: it records nothing) */
+        andl    $~0x40000, 56(%rsi)
+4:      cmpq    $-4095, %rax
         jae     2f
 1:      ret
 2:      movq    %rax, %rdi

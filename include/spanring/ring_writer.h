@@ -23,6 +23,25 @@ namespace spanring {
 static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotBytes,
               "the inline payload ends where the next slot begins");
 
+// The gate word's bits (RingWriter::gate_, read by the inline record paths of span.h, the
+// host-span adapter and the library): every bit is at or above bit 16 and the low 16 bits are
+// always 0, so that a SPANRING_SPAN site word (epoch << 32 | kGateOpen | id) compares with the
+// gate and epoch in one XOR whose low 16 bits (the id) are shifted out.
+//   kGateOpen  a ring is claimed (by RingWriter's owner, in generation epoch_)
+//   kGateBusy  inside a record write: a signal handler's record must not interleave
+//   kGateVfork a vfork child runs on this thread's memory (set by the vfork wrapper)
+//   kGateGap   records were dropped since the last one written: the next one is ordinary
+//   kGateClock Spans are timed by clock_gettime, not the counter (no inline Span or emit)
+// The inline Span and emit paths run when the gate is exactly kGateOpen; the text record path
+// (record_any, the adapter) when it is kGateOpen give or take kGateGap and kGateClock.
+// A zero-filled state (no ring) is closed. The vfork wrapper's assembly (src/vfork_*.S) uses
+// kGateVfork's value and gate_'s offset in ThreadState (both static_assert'ed there).
+inline constexpr uint32_t kGateOpen = 1u << 16;
+inline constexpr uint32_t kGateBusy = 1u << 17;
+inline constexpr uint32_t kGateVfork = 1u << 18;
+inline constexpr uint32_t kGateGap = 1u << 19;
+inline constexpr uint32_t kGateClock = 1u << 20;
+
 // The owner thread's end of one ring. Hot path: every method is noexcept, makes no syscall,
 // takes no lock, allocates nothing, and touches only the ring's slots and producer line (the
 // drainer's line only when the ring looks full). Owner thread only (a signal handler of the
@@ -43,15 +62,57 @@ class SPANRING_HIDDEN RingWriter {
     // relaxed: both were last written before the drainer's release of kRingFree, which the
     // claim's CAS acquired.
     own_head_ = shared->head.load(std::memory_order_relaxed);
-    cached_tail_ = shared->tail.load(std::memory_order_relaxed);
+    room_end_ = shared->tail.load(std::memory_order_relaxed) + capacity;
     next_seq_ = 0;
     own_drops_ = 0;
-    gap_ = 0;
+    gate_ &= ~kGateGap;
     shared->drops.store(0, std::memory_order_relaxed);
   }
+  // ---- the gate (kGateOpen above; thread_state.h's functions use these)
+  uint32_t gate() const noexcept { return gate_; }
+  static constexpr size_t gate_offset() noexcept { return offsetof(RingWriter, gate_); }
+  // The attach generation of the claimed ring (epoch_): the current one while the gate is open.
+  uint32_t epoch() const noexcept { return epoch_; }
+  // The gate in the low 32 bits and epoch_ in the high 32, one load (little-endian).
+  uint64_t gate_word() const noexcept {
+    static_assert(offsetof(RingWriter, epoch_) == offsetof(RingWriter, gate_) + 4 &&
+                  __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    uint64_t w;
+    std::memcpy(&w, &gate_, 8);
+    return w;
+  }
+  // Sets the thread's bits `bits` (not kGateGap's: this writer's) with one signal-atomic
+  // read-modify-write: a signal handler of this thread that changes the gate meanwhile (its
+  // record drops: kGateGap) runs wholly before or after it. x86-64: one `or` to memory (an
+  // instruction is never split by a signal; no lock prefix: no other thread writes the word).
+  // Elsewhere: a relaxed atomic fetch_or (aarch64: LL/SC or LSE), atomic against the handler.
+  __attribute__((always_inline)) void gate_or(uint32_t bits) noexcept {
+#if defined(__x86_64__)
+    asm volatile("orl %1, %0" : "+m"(gate_) : "ri"(bits));
+#else
+    // relaxed: the only other writers are this thread's signal handlers.
+    __atomic_fetch_or(&gate_, bits, __ATOMIC_RELAXED);
+#endif
+  }
+  // Clears `bits` while kGateBusy is set (or bits that only the owner sets while no handler
+  // can change the gate, see gate_): a plain read-modify-write.
+  void gate_clear(uint32_t bits) noexcept { gate_ &= ~bits; }
+  // Stores `gate` whole: only where the caller knows every bit (kGateBusy set by it, so no
+  // handler changes the word meanwhile).
+  void set_gate(uint32_t gate) noexcept { gate_ = gate; }
+  // Sets the gate to `gate` (kGateBusy and kGateVfork kept as they are) and the epoch: the ring
+  // was claimed (under kGateBusy) in attach generation `epoch`.
+  void open_gate(uint32_t gate, uint32_t epoch) noexcept {
+    gate_ = (gate_ & (kGateBusy | kGateVfork)) | gate;
+    epoch_ = epoch;
+  }
+
   // Forgets the ring (thread exit hands it to the drainer; a fork child must not write into
-  // its parent's ring). The ring itself is not touched.
-  void detach() noexcept { shared_ = nullptr; }
+  // its parent's ring) and closes the gate (0: no ring). The ring itself is not touched.
+  void detach() noexcept {
+    shared_ = nullptr;
+    gate_ = 0;
+  }
 
   RingHeader* shared() const noexcept { return shared_; }  // null while detached
   uint64_t capacity() const noexcept { return mask_ + 1; }  // slots
@@ -90,7 +151,7 @@ class SPANRING_HIDDEN RingWriter {
       put_payload(name_len, attrs, attrs_len);
     }
     next_seq_ = seq + 1;
-    gap_ = 0;
+    gate_ &= ~kGateGap;
     own_head_ = head + need;
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + need, std::memory_order_release);
@@ -111,13 +172,12 @@ class SPANRING_HIDDEN RingWriter {
   // in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from text_payload(),
   // the payload of the record at head, and publish what it stored with commit_text().
   bool text_room() noexcept {
-    // Both tests against the same bound (capacity - kTextRoomSlots; the ring has at least
-    // kMinRingCapacity slots): head's index is at most that, and so is head - tail, the slots in
-    // use by the cached tail; else reread_room rereads the tail (out of line: the common case
-    // keeps no register for it).
-    const uint64_t last = mask_ - (kTextRoomSlots - 1);
-    if ((own_head_ & mask_) > last) return false;
-    if (__builtin_expect(own_head_ - cached_tail_ <= last, 1)) return true;
+    // head's index is at most capacity - kTextRoomSlots (the ring has at least
+    // kMinRingCapacity slots), and kTextRoomSlots more slots from head end at or before the
+    // cached room's end; else reread_room rereads the tail (out of line: the common case keeps
+    // no register for it).
+    if ((own_head_ & mask_) > mask_ - (kTextRoomSlots - 1)) return false;
+    if (__builtin_expect(free_slots() >= kTextRoomSlots, 1)) return true;
     return reread_room(kTextRoomSlots);
   }
   char* text_payload() const noexcept {
@@ -140,7 +200,7 @@ class SPANRING_HIDDEN RingWriter {
                    dur, inv, hid, depth, name_len, attrs_len, need, flags);
     const uint64_t head = own_head_;
     next_seq_ = seq + 1;
-    gap_ = 0;
+    gate_ &= ~kGateGap;
     own_head_ = head + need;
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + need, std::memory_order_release);
@@ -150,7 +210,7 @@ class SPANRING_HIDDEN RingWriter {
   // Whether the next record may be a CompactRecord: no record was dropped since the last one
   // written. A compact record carries only the low 32 bits of its sequence number, so the
   // drainer must know it from the record before (the first record after a drop is ordinary).
-  bool compact_allowed() const noexcept { return gap_ == 0; }
+  bool compact_allowed() const noexcept { return (gate_ & kGateGap) == 0; }
 
   // Writes one CompactRecord (one slot) and publishes it (release of head): the fields as
   // given (`keys`: the 4 key ids, key i in bits 16i..16i+15; `flags`: kRecordCompact, maybe
@@ -219,7 +279,7 @@ class SPANRING_HIDDEN RingWriter {
     }
     put_header(slot(own_head_), 0, n, 0, 0, 0, 0, 0, 1, kRecordReentrant);
     next_seq_ += n;
-    gap_ = 0;  // the marker carries the whole sequence number
+    gate_ &= ~kGateGap;  // the marker carries the whole sequence number
     own_head_ += 1;
     // release: the marker's bytes are visible to the drainer's acquire of head.
     shared_->head.store(own_head_, std::memory_order_release);
@@ -265,29 +325,33 @@ class SPANRING_HIDDEN RingWriter {
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
+  // The slots free from head as far as this writer knows (room_end_ - head, at most the
+  // capacity): a difference of the counters, so it stays right when they wrap past 2^64.
+  int64_t free_slots() const noexcept { return static_cast<int64_t>(room_end_ - own_head_); }
+
   // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
   // the ring is full.
   bool has_room(uint32_t need) noexcept {
     const uint64_t cap = mask_ + 1;
-    if (own_head_ + need - cached_tail_ <= cap) return true;
+    if (free_slots() >= need) return true;
     // acquire: pairs with the drainer's release of tail, made after it finished reading the
     // slots below tail, so our writes to them cannot race its reads.
-    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
-    return own_head_ + need - cached_tail_ <= cap;
+    room_end_ = shared_->tail.load(std::memory_order_acquire) + cap;
+    return free_slots() >= need;
   }
 
   // has_room's second half, out of line for text_room: rereads the drainer's tail and says
   // whether `need` slots are free.
   __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
     // acquire: as in has_room.
-    cached_tail_ = shared_->tail.load(std::memory_order_acquire);
-    return own_head_ + need - cached_tail_ <= mask_ + 1;
+    room_end_ = shared_->tail.load(std::memory_order_acquire) + mask_ + 1;
+    return free_slots() >= need;
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).
   void count_drops(uint64_t n) noexcept {
     next_seq_ += n;
-    gap_ = 1;
+    gate_ |= kGateGap;
     own_drops_ += n;
     // release: the drainer pairs its acquire of drops with its acquire of head to attribute
     // the gap; only the owner writes drops, so a store of the private copy suffices.
@@ -366,10 +430,23 @@ class SPANRING_HIDDEN RingWriter {
   std::byte* slots_;      // the ring's first slot
   uint64_t mask_;         // capacity - 1, slots
   uint64_t own_head_;     // private copy of shared_->head
-  uint64_t cached_tail_;  // last value read of shared_->tail (the drainer's)
+  // The last value read of shared_->tail (the drainer's) plus the capacity: the head position
+  // up to which slots are free as far as this writer knows, so a room test is one difference
+  // and one compare (free_slots; modulo 2^64, as every counter).
+  uint64_t room_end_;
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
-  uint32_t gap_;          // 1: records were dropped since the last one written (no compact)
+  // The gate: 0 or bits at and above bit 16, exactly kGateOpen when the
+  // caller's inline record path may run. This writer owns kGateGap; the thread state the
+  // others. Read with epoch_ as one 64-bit word (gate_word). Owner thread and its signal
+  // handlers only: it changes only by the owner while kGateBusy is clear, by one signal-atomic
+  // read-modify-write (set_busy), and by the vfork wrapper (src/vfork_*.S: one signal-atomic
+  // or/and of kGateVfork, set and cleared around the child).
+  uint32_t gate_;
+  // The attach generation (g_attach_generation) of the segment this thread's ring belongs to,
+  // set when the ring is claimed; compared by SPANRING_SPAN's site word (span.h) in the same
+  // 64-bit load as the gate.
+  uint32_t epoch_;
 };
 
 }  // namespace spanring

@@ -137,6 +137,18 @@ SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* b0, cons
 #endif
 }
 
+// Whether a thread's key memo holds `count` keys of the table with serial `serial` that are
+// the span's keys `k0`..`k3` (null past its count); `ids` their ids. The count and the serial
+// first, each with its own branch, then the keys as two 16-byte vectors (same_keys): tested
+// this way round, the memo's slot is addressed once and nothing is held across the tests.
+SPANRING_ALWAYS_INLINE bool memo_keys_match(const KeyMemo& memo, uint32_t count, uint32_t serial,
+                                            const char* k0, const char* k1, const char* k2,
+                                            const char* k3, uint64_t& ids) noexcept {
+  if (memo.count != count || memo.serial != serial) return false;
+  ids = memo.ids;
+  return same_keys(memo.keys, k0, k1, k2, k3);
+}
+
 // string_id_in the calling module's table.
 SPANRING_ALWAYS_INLINE uint16_t string_id(const char* p, uint32_t len) noexcept {
   return string_id_in(g_module_strings, p, len);
@@ -175,10 +187,21 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
 // no guard variable, no constructor call); shared by every thread that runs the site.
 //
-// `name`: generation << 32 | id, the string id of the site's literal name (0: it cannot be
-// interned) in the string table of attach generation `generation` (g_attach_generation; 0 is
-// never a live generation, so a zero word is empty). Id and generation are one 64-bit word, read
-// with one acquire load, so an id is never paired with another attach's generation.
+// `name`: generation << 32 | kGateOpen | id, the string id (1..) of the site's literal name in
+// the string table of attach generation `generation` (g_attach_generation, never 0 for a live
+// one), or generation << 32 alone when the name cannot be interned (id 0); kSiteEmpty before
+// the site's first use. Id and generation are one 64-bit word, read with one acquire load, so
+// an id is never paired with another attach's generation. A valid word is laid out as a
+// thread's gate word (RingWriter::gate_word: epoch << 32 | gate, the gate's low 16 bits 0) is
+// for an open gate on a ring of that generation, so that Span's site constructor tests the site
+// and the thread in one: (name ^ gate_word) >> 16 == 0 says the id is valid for the segment of
+// the thread's ring (no compare with g_attach_generation: a thread's ring and epoch are always
+// the current attach's, since attach() is refused while a thread holds a ring and a fork child
+// closes its gate) and that the thread may begin inline. A word without kGateOpen (no id)
+// never passes that test with an open gate; kSiteEmpty, a bit no gate ever has, never passes
+// it at all (an empty word 0 would, against the gate word 0 of a thread with a state but no
+// ring yet).
+inline constexpr uint64_t kSiteEmpty = uint64_t{1} << 31;
 //
 // `keys_tag`, `keys`, `key_ids`: the first set of literal keys (pointers, 1..kCompactAttrs of
 // them) a span of this site ended with in generation `keys_tag >> 32`, and their ids (key i in
@@ -196,14 +219,16 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
 // site then take the memo until the child attaches again.
 inline constexpr uint64_t kSiteKeysBusy = 0x100;
 struct SpanSite {
-  std::atomic<uint64_t> name{0};
+  std::atomic<uint64_t> name{kSiteEmpty};
   std::atomic<uint64_t> keys_tag{0};
-  std::atomic<const char*> keys[kCompactAttrs]{};
+  // Plain pointers: written by the filler between its claim (keys_tag busy) and the tag's
+  // release, read only after acquiring the filled tag (site_keys_match); no read overlaps a
+  // write (see above).
+  const char* keys[kCompactAttrs]{};
   std::atomic<uint64_t> key_ids{0};
 };
 static_assert(std::is_standard_layout_v<SpanSite> && std::is_trivially_destructible_v<SpanSite> &&
-              std::atomic<uint64_t>::is_always_lock_free &&
-              std::atomic<const char*>::is_always_lock_free);
+              std::atomic<uint64_t>::is_always_lock_free);
 
 // The id of `site`'s literal name `p` (len bytes, 1..kStringMaxBytes) in the current attach
 // generation: interns it and stores generation << 32 | id in site.name (a CAS from the word the
@@ -224,30 +249,19 @@ SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
 }
 
 // Whether the site's key set, acquired for `generation` with `count` keys, is the span's keys
-// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the
-// tag and one compare (which also says the set is filled, not busy, and has `count` keys), then
-// the key pointers, read after the tag (relaxed: the tag's acquire orders them after their
-// filler's stores; they are never rewritten within a generation).
+// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the tag and one compare
+// (which also says the set is filled, not busy, and has `count` keys); only then the key
+// pointers (plain fields: the tag's acquire orders them after their filler's stores, and they
+// are never rewritten within a generation), compared as two 16-byte vectors (same_keys).
 SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t generation,
                                             uint32_t count, const char* k0, const char* k1,
                                             const char* k2, const char* k3,
                                             uint64_t& ids) noexcept {
-  static_assert(kCompactAttrs == 4);
-  const bool tag = site.keys_tag.load(std::memory_order_acquire) ==
-                   (uint64_t{generation} << 32 | count);
-  // & rather than &&: one branch for the whole test; the loads below read valid (possibly
-  // empty) words whatever the tag said.
-  const uintptr_t diff =
-      (reinterpret_cast<uintptr_t>(site.keys[0].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k0)) |
-      (reinterpret_cast<uintptr_t>(site.keys[1].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k1)) |
-      (reinterpret_cast<uintptr_t>(site.keys[2].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k2)) |
-      (reinterpret_cast<uintptr_t>(site.keys[3].load(std::memory_order_relaxed)) ^
-       reinterpret_cast<uintptr_t>(k3));
+  if (site.keys_tag.load(std::memory_order_acquire) != (uint64_t{generation} << 32 | count))
+    return false;
+  // relaxed: ordered by the tag's acquire, as the keys.
   ids = site.key_ids.load(std::memory_order_relaxed);
-  return tag & (diff == 0);
+  return same_keys(site.keys, k0, k1, k2, k3);
 }
 }  // namespace detail
 
@@ -422,8 +436,8 @@ class Span : private detail::SpanData {
         // The common case, written here: an interned name, a thread whose ring is claimed and
         // timed by the counter, a depth the open-span stack describes, not a vfork child.
         // Anything else (the thread's first span, clock_gettime timing) is begin()'s.
-        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
-                                 spanring_vfork_child == 0,
+        if (__builtin_expect(id != 0 && t != nullptr && detail::gate_open(*t) &&
+                                 t->depth < kOpenSpanMax,
                              1))
           begin_inline(*t, name, id, nullptr);
         else
@@ -449,15 +463,24 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
-        const uint16_t id =
-            detail::site_name_id(site, name, static_cast<uint32_t>(__builtin_strlen(name)));
+        // acquire: pairs with site_name_slow's release, so the string entry the id names is
+        // seen ready.
+        const uint64_t word = site.name.load(std::memory_order_acquire);
         detail::ThreadState* const t = detail::t_self;
-        if (__builtin_expect(id != 0 && t != nullptr && detail::ready_below(*t, kOpenSpanMax) &&
-                                 spanring_vfork_child == 0,
+        // One test for the site and the thread (detail::site_word): the site's id belongs to
+        // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in
+        // the word) and the thread's gate is exactly open; then a depth the open-span stack
+        // describes. Anything else: the site's id for the current attach (site_name_id), and
+        // begin()'s path.
+        if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                                 t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, id, &site);
+          begin_inline(*t, name, static_cast<uint16_t>(word), &site);
         else
-          begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, &site);
+          begin_library(name, __builtin_strlen(name),
+                        detail::site_name_id(site, name,
+                                             static_cast<uint32_t>(__builtin_strlen(name))),
+                        &detail::g_module_strings, &site);
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -632,7 +655,8 @@ class Span : private detail::SpanData {
     values_[0] = values_[1] = values_[2] = values_[3] = 0;
   }
   // begin() for a literal name with id `name_id` in this module's table, on thread `t` whose
-  // ring is ready (ThreadState::ready), at a depth below kOpenSpanMax, outside a vfork child:
+  // gate is open (detail::gate_open: a ring claimed, timed by the counter, not busy, not a vfork
+  // child, no drop since the last record), at a depth below kOpenSpanMax:
   // the span's fields, the counter read and the open-span note (ring->open[depth], then
   // open_depth), which a drainer reports when this process is killed before the span ends.
   // name_len_, tsc_, packed_ and attrs_len_ are left unset: only the library reads them, and
@@ -680,7 +704,7 @@ class Span : private detail::SpanData {
   // The span, begun by begin_inline (inline_: an interned name, timed by the counter, depth
   // below kOpenSpanMax), ends at counter value `end`: written here, as one CompactRecord, when
   // it is still compact (literal keys whose ids the thread's memo holds for this name, 32-bit
-  // values, a duration below 2^32 ticks) and the thread may write inline (ready, not busy, not
+  // values, a duration below 2^32 ticks) and the thread may write inline (its gate open: not busy, not
   // a vfork child, no drop since its last record). Else end_at().
   SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
     detail::ThreadState* const t = detail::t_self;
@@ -688,33 +712,25 @@ class Span : private detail::SpanData {
     // wraps to a duration above 2^32 here and goes to end_at, which records 0.
     const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
     const uint32_t count = count_;
-    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::ready_and_idle(*t) &&
-                             spanring_vfork_child == 0,
-                         1)) {
-      // busy from here: a signal handler's record meanwhile is dropped and counted
-      // (reentrant_drops, announced by release_busy), and the handler cannot change what is
-      // read below (the key memo, the ring's gap) while this thread reads it.
-      t->busy = 1;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::gate_open(*t), 1)) {
+      // busy from here (enter_busy: false when a signal handler dropped a record just before,
+      // kGateGap): a signal handler's record meanwhile is dropped and counted (reentrant_drops,
+      // announced by release_busy), and the handler cannot change what is read below (the key
+      // memo, the gate) while this thread reads it.
       uint64_t keys = 0;
-      bool known = t->ring.compact_allowed();
+      bool known = detail::enter_busy(*t);
       if (count != 0 && known && inline_ == 2) {
         // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
-        // resolves the keys through the memo and fills an empty site). relaxed generation:
-        // see detail::string_id_in.
-        known = detail::site_keys_match(
-            *site_, detail::g_attach_generation.load(std::memory_order_relaxed), count, keys_[0],
-            keys_[1], keys_[2], keys_[3], keys);
+        // resolves the keys through the memo and fills an empty site). The generation is the
+        // thread's ring epoch, the current one while its gate is open.
+        known = detail::site_keys_match(*site_, t->ring.epoch(), count, keys_[0], keys_[1],
+                                        keys_[2], keys_[3], keys);
       } else if (count != 0 && known) {
-        const detail::KeyMemo& memo = t->key_memo[name_id_ % detail::kKeyMemoSlots];
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
-        // & rather than &&: one branch for the whole test (on ints: clang's -Wall warns of & on
-        // bools).
-        known = (int{memo.count == count} &
-                 int{memo.serial == strings_->serial.load(std::memory_order_relaxed)} &
-                 int{detail::same_keys(memo.keys, keys_[0], keys_[1], keys_[2], keys_[3])}) != 0;
-        keys = memo.ids;
+        known = detail::memo_keys_match(t->key_memo[name_id_ % detail::kKeyMemoSlots], count,
+                                        strings_->serial.load(std::memory_order_relaxed),
+                                        keys_[0], keys_[1], keys_[2], keys_[3], keys);
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
       // full ring is end_at's, which counts the drop.
@@ -728,7 +744,7 @@ class Span : private detail::SpanData {
                               static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
                               static_cast<uint8_t>(depth),
                               static_cast<uint8_t>(count | negative_ << 4));
-        detail::release_busy(*t);
+        detail::release_open_busy(*t);
         // After the record is published (see end_at). relaxed: read by the drainer only once
         // this process is dead.
         t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);
@@ -818,22 +834,19 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
     // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
-                             detail::ready_and_idle(*t) && spanring_vfork_child == 0 &&
-                             ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             detail::gate_open(*t) && ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
-      // busy while the slot is written: a signal handler's record meanwhile is dropped and
-      // counted (reentrant_drops, announced by release_busy), and cannot drop one of ours
-      // between the gap's test and the write.
-      t->busy = 1;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      // A full ring is emit_literal's, which counts the drop.
-      if (__builtin_expect(t->ring.compact_allowed() && t->ring.room_for_compact(), 1)) {
+      // busy while the slot is written (enter_busy: false when a signal handler dropped a
+      // record just before, kGateGap): a signal handler's record meanwhile is dropped and
+      // counted (reentrant_drops, announced by release_busy). A full ring is emit_literal's,
+      // which counts the drop.
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(), 1)) {
         t->ring.put_compact(
             static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
             static_cast<uint32_t>(dur_ns), kRecordCompact, name_id, attrs_id,
             static_cast<uint8_t>(t->depth), attrs_id != 0 ? kCompactAttrsText : uint8_t{0});
-        detail::release_busy(*t);
+        detail::release_open_busy(*t);
         return true;
       }
       detail::release_busy(*t);

@@ -52,17 +52,16 @@ inline constexpr uint32_t kKeyMemoSlots = 8;  // 384 bytes per thread, on the he
 
 // Per-thread producer state. It lives on the heap (a private anonymous mapping, taken from the
 // library's pool of states) and is reached through t_self. Zero-filled it is a fresh state with
-// no ring. Owner thread only, and its signal handlers (`busy` keeps them out of a record write).
+// no ring. Owner thread only, and its signal handlers (kGateBusy keeps them out of a record write).
 struct SPANRING_HIDDEN ThreadState {
   // ---- hot: read and written by the inline record path of span.h
   RingWriter ring;        // this thread's ring; detached until its first record claims one
   uint64_t inv;           // current invocation (Invocation scope)
   uint64_t hid;           // current callable hash
   uint32_t depth;         // Spans open on this thread
-  // 1: the inline record path may write: a ring is claimed and Spans read the counter
-  // (read_counter). 0: every record goes through the library (claims, clock_gettime).
-  uint32_t ready;
-  uint32_t busy;          // inside a record write: a signal handler's record must not interleave
+  // The thread's gate is ring's (RingWriter::gate_, kGateOpen and the other bits): one word
+  // that is exactly kGateOpen when the inline record path may write (a ring claimed, timed by
+  // the counter, not busy, not a vfork child, no drop since the last record).
   std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
   // An explicit record (emit) whose ts_ns is below this goes through the library, which may
   // have to announce the process' clock anchor at the clock's origin first (span.cpp,
@@ -87,31 +86,41 @@ struct SPANRING_HIDDEN ThreadState {
 static_assert(std::is_standard_layout_v<RingWriter> && sizeof(RingWriter) == 64);
 static_assert(std::is_standard_layout_v<ThreadState>);
 static_assert(offsetof(ThreadState, inv) == 64 && offsetof(ThreadState, depth) == 80 &&
-              offsetof(ThreadState, ready) == 84 && offsetof(ThreadState, busy) == 88 &&
-              offsetof(ThreadState, reentrant_drops) == 92 && offsetof(ThreadState, early_ns) == 96 &&
-              offsetof(ThreadState, key_memo) == 104 && sizeof(KeyMemo) == 48);
+              offsetof(ThreadState, reentrant_drops) == 84 && offsetof(ThreadState, early_ns) == 88 &&
+              offsetof(ThreadState, key_memo) == 96 && sizeof(KeyMemo) == 48);
+// The vfork wrappers (src/vfork_x86_64.S, src/vfork_aarch64.S) set and clear kGateVfork at
+// this offset from t_self with these values written out.
+static_assert(offsetof(ThreadState, ring) + RingWriter::gate_offset() == 56 &&
+              kGateVfork == 0x40000);
 static_assert(std::atomic<uint32_t>::is_always_lock_free &&
               sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
-// Whether the inline record path may write on this thread: `ready` is 1 and `busy` is 0, read
-// as one word (the two fields are adjacent; each is only ever 0 or 1).
-__attribute__((always_inline)) inline bool ready_and_idle(const ThreadState& t) noexcept {
-  static_assert(offsetof(ThreadState, busy) == offsetof(ThreadState, ready) + 4 &&
-                __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-  uint64_t word;
-  std::memcpy(&word, reinterpret_cast<const char*>(&t) + offsetof(ThreadState, ready), 8);
-  return word == 1;
+// Whether the inline Span and emit paths may write on this thread: the gate is exactly
+// kGateOpen (a ring claimed, timed by the counter, not busy, not a vfork child, no drop since
+// the last record). One load and one compare.
+__attribute__((always_inline)) inline bool gate_open(const ThreadState& t) noexcept {
+  return t.ring.gate() == kGateOpen;
 }
 
-// Whether a Span may begin inline on this thread: `ready` is 1 and `depth` below `max`, read as
-// one word (depth is just before ready).
-__attribute__((always_inline)) inline bool ready_below(const ThreadState& t,
-                                                       uint32_t max) noexcept {
-  static_assert(offsetof(ThreadState, ready) == offsetof(ThreadState, depth) + 4 &&
-                __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-  uint64_t word;
-  std::memcpy(&word, reinterpret_cast<const char*>(&t) + offsetof(ThreadState, depth), 8);
-  return word - (uint64_t{1} << 32) < max;
+// Whether the text record path (record_any's, the host-span adapter's ordinary records) may
+// write on this thread: a ring claimed, not busy, not a vfork child; a drop since the last
+// record (an ordinary record carries its whole sequence number) and clock_gettime timing do
+// not matter to it. The caller then sets kGateBusy with RingWriter::gate_or (which keeps a
+// kGateGap a signal handler sets meanwhile).
+__attribute__((always_inline)) inline bool text_gate_open(const ThreadState& t) noexcept {
+  return (t.ring.gate() & ~(kGateGap | kGateClock)) == kGateOpen;
+}
+
+// Enters a record write on a thread whose gate was just seen open (gate_open): sets kGateBusy
+// (signal-atomic, RingWriter::gate_or), then says whether the gate is still exactly open:
+// a signal handler of this thread that ran between the caller's test and the busy bit may have
+// dropped a record (kGateGap). From here a handler's record is dropped and counted
+// (reentrant_drops) and the gate cannot change under the caller. Whatever it returns, the
+// caller leaves with release_busy (or release_open_busy when it returned true).
+__attribute__((always_inline)) inline bool enter_busy(ThreadState& t) noexcept {
+  t.ring.gate_or(kGateBusy);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  return t.ring.gate() == (kGateOpen | kGateBusy);
 }
 
 // The calling thread's state; null until its first record (or Invocation, set_thread_name).
@@ -152,12 +161,23 @@ inline uint64_t read_tsc() noexcept {
 // Exported explicitly: a function taking a hidden type would otherwise be hidden too.
 __attribute__((visibility("default"))) void flush_reentrant(ThreadState& t) noexcept;
 
-// Ends an inline record write that set t.busy = 1: clears it, then announces what the thread's
-// signal handlers dropped meanwhile (flush_reentrant). The compiler barriers keep the slot's
-// stores between busy = 1 and busy = 0, as a signal handler on this thread sees them.
+// Ends a record write that set kGateBusy: clears it, then announces what the thread's signal
+// handlers dropped meanwhile (flush_reentrant). The compiler barriers keep the slot's stores
+// between setting and clearing the bit, as a signal handler on this thread sees them.
 __attribute__((always_inline)) inline void release_busy(ThreadState& t) noexcept {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  t.busy = 0;
+  t.ring.gate_clear(kGateBusy);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // relaxed: the counter is this thread's; the atomic only guards against its handlers.
+  if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
+    flush_reentrant(t);
+}
+
+// release_busy after enter_busy returned true and the write published a record that left the
+// gate as it was (no drop): the gate goes back to exactly kGateOpen with one store.
+__attribute__((always_inline)) inline void release_open_busy(ThreadState& t) noexcept {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t.ring.set_gate(kGateOpen);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // relaxed: the counter is this thread's; the atomic only guards against its handlers.
   if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))

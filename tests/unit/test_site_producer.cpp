@@ -451,3 +451,56 @@ TEST_CASE("threads sharing a SPANRING_SPAN site name their spans right") {
     }
   }
 }
+
+TEST_CASE("a SPANRING_SPAN site's first span on a thread that has a state but no ring yet is recorded") {
+  // The thread's state is mapped (set_thread_name) but holds no ring: its gate word is 0, and
+  // the site's word before its first use (kSiteEmpty) must not pass the constructor's test
+  // against it (an empty word 0 would, and the span would begin inline with no ring).
+  TestSegment t("site_first");
+  uint32_t ring = ~0u;
+  std::thread th([&] {
+    set_thread_name("site.first");
+    REQUIRE(detail::t_self != nullptr);
+    REQUIRE(detail::t_self->ring.shared() == nullptr);
+    CHECK(detail::t_self->ring.gate_word() == 0);
+    { SPANRING_SPAN(s, "site.first.span"); s.attr("k", 1); }
+    { SPANRING_SPAN(s, "site.first.span"); s.attr("k", 2); }
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t r = 0; r < t.seg.ring_count(); ++r)
+      if (t.seg.ring(r).owner_tid == tid) ring = r;
+  });
+  th.join();
+  REQUIRE(ring != ~0u);
+  const auto recs = t.slots_of(ring);
+  REQUIRE(recs.size() == 2);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    CHECK(t.string(recs[i].compact().name) == "site.first.span");
+    CHECK(recs[i].compact().values[0] == i + 1);
+  }
+}
+
+TEST_CASE("a drop marked between the gate's test and the busy bit keeps the record out of the inline path") {
+  // A signal handler of the thread that drops a record (kGateGap) after the inline path saw the
+  // gate open and before it set kGateBusy: enter_busy must say the gate is no longer open, so
+  // that the next record, which must carry its whole sequence number, is not written compact.
+  TestSegment t("site_gate");
+  const auto recs = t.records_of([&] {
+    { SPANRING_SPAN(s, "gate.before"); }
+    detail::ThreadState& ts = *detail::t_self;
+    REQUIRE(detail::gate_open(ts));
+    ts.ring.set_gate(ts.ring.gate() | kGateGap);  // what the handler's dropped record leaves
+    CHECK(!detail::enter_busy(ts));
+    detail::release_busy(ts);
+    CHECK(ts.ring.gate() == (kGateOpen | kGateGap));
+    CHECK(!detail::gate_open(ts));
+    { SPANRING_SPAN(s, "gate.after.drop"); }  // ordinary: it clears the gap
+    CHECK(detail::gate_open(ts));
+    { SPANRING_SPAN(s, "gate.again"); }
+  });
+  REQUIRE(recs.size() == 3);
+  CHECK((recs[0].flags() & kRecordCompact) != 0);
+  CHECK((recs[1].flags() & kRecordCompact) == 0);
+  CHECK((recs[2].flags() & kRecordCompact) != 0);
+}
