@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
                 idle_owned.cpu_ticks * 100, idle_owned.ticks, idle_owned.ticks_per_s);
 
   // ---- targets (docs/performance.md): paced 2 M/s text and 4 M/s binary with zero drops at the default
-  // ring size, binary >= 8 M records/s flat out on one core, idle < 0.5% of a core
+  // ring size, binary >= 20 M records/s flat out on one core, idle < 0.5% of a core
   std::printf("Targets, from this run:\n\n| target | result | measured |\n|---|---|---|\n");
   for (const auto& f : formats) {
     const bool bin = f == "binary";
@@ -507,11 +507,15 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(r.window_drops), r.total_dropped,
                   paced < paced_goal ? " (offered below the target)" : "");
     }
+    // Issue 23: >= 20 M records/s flat out on one core (issue 11's was 8 M).
+    constexpr double kFlatGoal = 20e6;
     if (bin)
-      std::printf("| drainer peak to binary (flat out) >= 8.00 M records/s | %s | best %s rec/s%s "
+      std::printf("| drainer peak to binary (flat out) >= 20.00 M records/s | %s | best %s rec/s%s "
                   "|\n",
-                  best_flat >= 8e6 ? "PASS" : "MISS", rate_str(best_flat).c_str(),
-                  best_flat >= 8e6 ? "" : bench::fmt(", %.2fx short", 8e6 / best_flat).c_str());
+                  best_flat >= kFlatGoal ? "PASS" : "MISS", rate_str(best_flat).c_str(),
+                  best_flat >= kFlatGoal
+                      ? ""
+                      : bench::fmt(", %.2fx short", kFlatGoal / best_flat).c_str());
   }
   if (!binary)
     std::printf("| >= 8 M records/s to binary | NOT MEASURED | binary: not built yet |\n");
