@@ -19,7 +19,7 @@
 // /proc/PID/stat (utime+stime, 10 ms ticks) and /proc/PID/task/*/schedstat (ns). Then the same
 // with --idle-owners silent owners: one process whose threads each emit one record (so each
 // holds a ring the drainer must watch for its owner's death) and then sleep; the drainer's
-// liveness checks are then all it does (< 1% of a core with 256 of them).
+// liveness checks are then all it does (issue 23: <= 0.5% of a core with 256 of them).
 #include "bench_util.h"
 
 #include <spanring/segment.h>
@@ -518,14 +518,14 @@ int main(int argc, char** argv) {
                       : bench::fmt(", %.2fx short", kFlatGoal / best_flat).c_str());
   }
   if (!binary)
-    std::printf("| >= 8 M records/s to binary | NOT MEASURED | binary: not built yet |\n");
+    std::printf("| >= 20 M records/s to binary | NOT MEASURED | binary: not built yet |\n");
   if (o.idle_seconds > 0)
     std::printf("| idle drainer < 0.5%% of a core | %s | %.3f%% (schedstat) |\n",
                 idle.cpu_schedstat < 0.005 ? "PASS" : "MISS", idle.cpu_schedstat * 100);
   if (o.idle_seconds > 0 && o.idle_owners > 0)
-    std::printf("| idle drainer with %u silent owners < 1%% of a core | %s | %.3f%% "
-                "(schedstat) |\n",
-                o.idle_owners, idle_owned.cpu_schedstat < 0.01 ? "PASS" : "MISS",
+    std::printf("| idle drainer with %u silent owners < 0.5%% of a core (issue 23) | %s | "
+                "%.3f%% (schedstat) |\n",
+                o.idle_owners, idle_owned.cpu_schedstat < 0.005 ? "PASS" : "MISS",
                 idle_owned.cpu_schedstat * 100);
   std::printf("\n");
 
