@@ -72,21 +72,43 @@ TraceFacts scan(const EmitterRun& e, int count, Written& w) {
 
 constexpr int kCount = 300;
 
+// One run of string_emitter's `role` (kCount spans per name) under `spanring run`, with what
+// every role must show: the run's invariants hold and no line has a wrong name or wrong
+// attributes.
+struct RoleRun {
+  EmitterRun e;
+  Emitted em;
+  Written w;
+  TraceFacts facts;
+};
+
+RoleRun run_role(const TempDir& tmp, const char* role) {
+  RoleRun r{run_emitter(tmp, "STRING_EMITTER", {},
+                        {"--role", role, "--count", std::to_string(kCount)}, 60),
+            {}, {}, {}};
+  r.em = tally(r.e.emitted);
+  r.facts = scan(r.e, kCount, r.w);
+  const std::vector<std::string> inv =
+      invariant_problems(r.facts, r.e.summary, r.e.run.err, r.e.out);
+  CHECK_MESSAGE(inv.empty(), "role ", role, ": ", describe(inv), "\nspanring run: ",
+                r.e.run.describe());
+  CHECK_MESSAGE(r.w.bad == 0, "role ", role, ": ", r.w.bad,
+                " lines under a wrong name or with wrong attributes");
+  return r;
+}
+
 }  // namespace
 
 TEST_SUITE("fault") {
 
 TEST_CASE("a producer killed while registering a string leaves its entry mid-write; other processes intern and trace on") {
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, "STRING_EMITTER", {},
-                                   {"--role", "kill", "--count", std::to_string(kCount)}, 60);
+  RoleRun r = run_role(tmp, "kill");
+  const EmitterRun& e = r.e;
+  const Emitted& em = r.em;
+  Written& w = r.w;  // by_pid[] below
+  const TraceFacts& facts = r.facts;
   INFO("spanring run: ", e.run.describe());
-  const Emitted em = tally(e.emitted);
-  Written w;
-  const TraceFacts facts = scan(e, kCount, w);
-  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
-  CHECK_MESSAGE(inv.empty(), describe(inv));
-  CHECK(w.bad == 0);
   json kill;
   for (const json& j : e.emitted)
     if (j.at("role") == "kill") kill = j;
@@ -114,15 +136,12 @@ TEST_CASE("a producer killed while registering a string leaves its entry mid-wri
 
 TEST_CASE("a corrupt table and corrupt ids: the drainer drops exactly the records it cannot resolve and writes the rest") {
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, "STRING_EMITTER", {},
-                                   {"--role", "attack", "--count", std::to_string(kCount)}, 60);
+  RoleRun r = run_role(tmp, "attack");
+  const EmitterRun& e = r.e;
+  const Emitted& em = r.em;
+  Written& w = r.w;  // by_pid[] below
+  const TraceFacts& facts = r.facts;
   INFO("spanring run: ", e.run.describe());
-  const Emitted em = tally(e.emitted);
-  Written w;
-  const TraceFacts facts = scan(e, kCount, w);
-  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
-  CHECK_MESSAGE(inv.empty(), describe(inv));
-  CHECK(w.bad == 0);  // nothing written under a wrong name or with wrong attributes
   json det;
   for (const json& j : e.emitted)
     if (j.value("phase", "") == "deterministic") det = j;
@@ -164,15 +183,11 @@ TEST_CASE("a corrupt table and corrupt ids: the drainer drops exactly the record
 
 TEST_CASE("a full table: spans of names that cannot be interned go out as ordinary records, with the same text") {
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, "STRING_EMITTER", {},
-                                   {"--role", "full", "--count", std::to_string(kCount)}, 60);
+  RoleRun r = run_role(tmp, "full");
+  const EmitterRun& e = r.e;
+  const Emitted& em = r.em;
+  const TraceFacts& facts = r.facts;
   INFO("spanring run: ", e.run.describe());
-  const Emitted em = tally(e.emitted);
-  Written w;
-  const TraceFacts facts = scan(e, kCount, w);
-  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
-  CHECK_MESSAGE(inv.empty(), describe(inv));
-  CHECK(w.bad == 0);
   REQUIRE(e.emitted.size() == 1);
   const json& j = e.emitted[0];
   INFO("full: ", j.dump());
@@ -189,15 +204,11 @@ TEST_CASE("a full table: spans of names that cannot be interned go out as ordina
 
 TEST_CASE("fork and exec: children emit with inherited ids, an exec'd image re-interns the same ids") {
   TempDir tmp;
-  const EmitterRun e = run_emitter(tmp, "STRING_EMITTER", {},
-                                   {"--role", "fork", "--count", std::to_string(kCount)}, 60);
+  RoleRun r = run_role(tmp, "fork");
+  const EmitterRun& e = r.e;
+  const Emitted& em = r.em;
+  Written& w = r.w;  // by_pid[] below
   INFO("spanring run: ", e.run.describe());
-  const Emitted em = tally(e.emitted);
-  Written w;
-  const TraceFacts facts = scan(e, kCount, w);
-  const std::vector<std::string> inv = invariant_problems(facts, e.summary, e.run.err, e.out);
-  CHECK_MESSAGE(inv.empty(), describe(inv));
-  CHECK(w.bad == 0);
   CHECK(em.by_pid.size() == 4);  // the parent, two fork children, the exec'd image
   for (const auto& [pid, names] : em.by_pid) {
     if (names.empty()) continue;
