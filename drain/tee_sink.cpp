@@ -29,51 +29,43 @@ void TeeSink::end_buffer(char* buffer, size_t len) noexcept {
   submit_text();
 }
 
-// Each event: its text line first (into the current text buffer), then the primary's bytes.
+// Each event: its text line first (put_text), then the primary's bytes.
 size_t TeeSink::process(char* out, const ProcessEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.process(t, e);
+  put_text([&](char* t) { return text_.process(t, e); });
   return primary_.process(out, e);
 }
 
 size_t TeeSink::thread(char* out, const ThreadEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.thread(t, e);
+  put_text([&](char* t) { return text_.thread(t, e); });
   return primary_.thread(out, e);
 }
 
 size_t TeeSink::span(char* out, const SpanEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.span(t, e);
+  put_text([&](char* t) { return text_.span(t, e); });
   return primary_.span(out, e);
 }
 
 size_t TeeSink::drops(char* out, const DropsEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.drops(t, e);
+  put_text([&](char* t) { return text_.drops(t, e); });
   return primary_.drops(out, e);
 }
 
 size_t TeeSink::unfinished(char* out, const UnfinishedEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.unfinished(t, e);
+  put_text([&](char* t) { return text_.unfinished(t, e); });
   return primary_.unfinished(out, e);
 }
 
 size_t TeeSink::undescribed(char* out, const UndescribedEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.undescribed(t, e);
+  put_text([&](char* t) { return text_.undescribed(t, e); });
   return primary_.undescribed(out, e);
 }
 
 void TeeSink::run_record(const SpanEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.span(t, e);
+  put_text([&](char* t) { return text_.span(t, e); });
 }
 
 void TeeSink::run_record_drop(const DropsEvent& e) noexcept {
-  char* t = text_room();  // may submit the current buffer and take another
-  current_->len += text_.drops(t, e);
+  put_text([&](char* t) { return text_.drops(t, e); });
 }
 
 bool TeeSink::finish() noexcept {

@@ -77,6 +77,13 @@ class TeeSink final : public Sink {
 
  private:
   char* text_room() noexcept;  // kMaxLineBytes of room in the current text buffer
+  // Appends the line `line(room)` writes (at most kMaxLineBytes) to the current text buffer;
+  // text_room may submit that buffer and take another first.
+  template <class Line>
+  void put_text(Line line) noexcept {
+    char* t = text_room();
+    current_->len += line(t);
+  }
   void submit_text() noexcept;
 
   Sink& primary_;
