@@ -158,10 +158,12 @@ class SegmentNameWatch {
 // per burst. Records still reach the file within the 100 ms docs/design.md promises.
 inline constexpr auto kIdleFlush = std::chrono::milliseconds(5);
 
+// With no buffer in flight the wait is Drainer::wait_for_claim: it ends early when a producer
+// claims a ring (a thread's first record), so a thread that starts while the drainer sleeps
+// is read warm from its start (drain/poll_pacer.h).
 inline void wait_for_next_poll(Drainer& drainer, int64_t wait_us) {
   if (wait_us <= 0) return;
-  if (!drainer.wait_for_write(wait_us))
-    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+  if (!drainer.wait_for_write(wait_us)) drainer.wait_for_claim(wait_us);
 }
 
 // Drains until done() says stop; checks dead owners every 100 ms, busy or not (a ring whose
@@ -186,7 +188,8 @@ void drain_loop(Drainer& drainer, SegmentNameWatch& name_watch, StatusLine& stat
       status.update(drainer.stats().written, drainer.stats().dropped);
       next_check = now + std::chrono::milliseconds(100);
     }
-    const int64_t wait_us = pacer.after_poll(now, n, drainer.last_poll_peak_slots());
+    const int64_t wait_us = pacer.after_poll(now, n, drainer.last_poll_peak_slots(),
+                                             drainer.last_poll_saw_claim());
     if (wait_us == 0) continue;
     if (n == 0 && now - last_records >= kIdleFlush) drainer.flush_partial();
     wait_for_next_poll(drainer, wait_us);

@@ -20,6 +20,8 @@
 #include <unordered_map>
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,6 +192,20 @@ void Drainer::flush_partial() {
 }
 
 bool Drainer::wait_for_write(int64_t timeout_us) { return dest_.collect(timeout_us); }
+
+bool Drainer::wait_for_claim(int64_t timeout_us) {
+  if (timeout_us <= 0) return false;
+  std::atomic<uint32_t>& word = view_.header().ring_claims;
+  timespec ts{static_cast<time_t>(timeout_us / 1'000'000),
+              static_cast<long>(timeout_us % 1'000'000) * 1000};
+  // FUTEX_WAIT sleeps only while the word still holds claims_seen_ (EAGAIN otherwise), so a
+  // claim between the poll's read and this call is not missed. Relative timeout (monotonic).
+  // Not FUTEX_PRIVATE_FLAG: producers wake it from their own processes.
+  const long rc = ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT,
+                            claims_seen_, &ts, nullptr, 0);
+  // Woken, EAGAIN (moved already) or EINTR: early; the next poll() reads the word.
+  return rc == 0 || errno != ETIMEDOUT;
+}
 
 void Drainer::durable(bool failed, uint64_t end) {
   Commit& c = commits_.front();
@@ -876,6 +892,13 @@ uint64_t Drainer::poll() {
   dest_.collect(0);
   const uint64_t before = stats_.written + stats_.dropped;
   peak_slots_ = 0;
+  // acquire: pairs with the claimer's release add (after its kRingActive), so the scan below
+  // finds every ring this count covers active. Read before the scan: a claim after this read
+  // changes the word, and wait_for_claim's FUTEX_WAIT then returns at once.
+  const uint32_t claims = view_.header().ring_claims.load(std::memory_order_acquire);
+  saw_claim_ = claims != claims_seen_;
+  claims_seen_ = claims;
+  if (saw_claim_) next_full_scan_ = {};
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_full_scan_) {
     // A ring claimed since the last full scan waits at most kFullScanNs to be seen; a default

@@ -91,10 +91,21 @@ class Drainer {
   // number of records read (0 = idle). Every ring is looked at once per kFullScanNs; in
   // between, only the rings that had an owner at the last full look (a ring header is a cache
   // line to fetch: 256 of them per poll cost more than a trickle of records).
+  // A ring claimed since the previous poll (the segment's ring_claims count changed) makes
+  // the poll a full one.
   uint64_t poll();
   static constexpr int64_t kFullScanNs = 1'000'000;
   // The most slots the last poll() read from one ring (what drain/poll_pacer.h paces by).
   uint64_t last_poll_peak_slots() const noexcept { return peak_slots_; }
+  // Whether the last poll() saw a ring claimed since the poll before it (ring_claims moved):
+  // a thread that just started, whose first records drain/poll_pacer.h waits for warm.
+  bool last_poll_saw_claim() const noexcept { return saw_claim_; }
+  // The idle wait: sleeps up to `timeout_us` or until a producer claims a ring (FUTEX_WAIT on
+  // the segment's ring_claims, woken by claim_ring in src/attach.cpp), whichever is first.
+  // Returns false after the full timeout; true when it returned before (woken by a claim or
+  // by any process with the segment mapped, or a signal), and at once when the count already
+  // moved since the last poll() read it. Drain thread.
+  bool wait_for_claim(int64_t timeout_us);
   uint64_t ring_capacity() const noexcept { return view_.ring_capacity(); }  // slots
   // poll() with a full look at every ring now: rings claimed since the last full scan are
   // adopted and drained too (a flight-recorder snapshot must end with everything published).
@@ -266,6 +277,8 @@ class Drainer {
   std::vector<uint32_t> owned_;  // rings with an owner at the last full scan
   std::chrono::steady_clock::time_point next_full_scan_{};
   uint64_t peak_slots_ = 0;  // last_poll_peak_slots()
+  uint32_t claims_seen_ = 0;  // ring_claims as the last poll() read it, before its scan
+  bool saw_claim_ = false;    // last_poll_saw_claim()
   bool to_head_ = false;     // read every ring to its head (poll_all, finish), not behind it
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
   Buffer* current_ = nullptr;    // the buffer being filled (the destination's)

@@ -10,19 +10,27 @@
 //     most kActiveMaxUs; a ring that already held an eighth is polled again at once (a rate
 //     8x the last one still finds room);
 //   - a poll that found nothing waits doubling from kFirstWaitUs, up to kWarmMaxUs while
-//     records came in the last kWarmNs (or the loop started that recently: a program's first
-//     records come right after it starts), else up to kIdleMaxUs.
+//     records came, or a ring was claimed, in the last kWarmNs (or the loop started that
+//     recently: a program's first records come right after it starts), else up to kIdleMaxUs.
+//
+// The idle wait ends early when a producer claims a ring (Drainer::wait_for_claim: the claim,
+// a thread's first record and already the producer's slow path, wakes the drainer through a
+// futex on the segment's ring_claims). So a thread that starts writing while the drainer
+// sleeps is read from ~its claim on, warm, instead of after the rest of a 20 ms sleep.
 //
 // What that buys, with the default ring (32,768 slots, segment.h): an idle drainer wakes 50
-// times a second; a ring that starts a burst while it sleeps holds 32,768 slots, which one
-// thread flat out (~60 ns a one-slot span here) fills in ~2 ms, so a burst of 20,000 one-slot
-// spans is whole whenever it comes, and a longer one is read while it goes on (the warm wait
-// is 1 ms). A steady producer is read in batches of ~4,096 slots, once per batch.
+// times a second; a new thread's ring is polled within kFirstWaitUs of its claim and then at
+// most every kWarmMaxUs, so a thread that starts at 4 M one-slot records/s (8.2 ms of ring)
+// is not outrun; a ring claimed long ago that starts a burst while the drainer sleeps holds
+// 32,768 slots, which one thread flat out (~60 ns a one-slot span here) fills in ~2 ms, so a
+// burst of 20,000 one-slot spans is whole whenever it comes, and a longer one is read while it
+// goes on (the warm wait is 1 ms). A steady producer is read in batches of ~4,096 slots, once
+// per batch.
 //
 // Rejected: polling at a fixed short interval (a poll of 256 silent rings every 1 ms is ~1% of
-// a core); a producer that wakes the drainer (a futex or eventfd write is a system call on the
-// hot path); polling only the rings that had records (a thread that was silent for a minute
-// may burst at any time).
+// a core); a producer that wakes the drainer at any record but its first (a futex or eventfd
+// write is a system call on the hot path); polling only the rings that had records (a thread
+// that was silent for a minute may burst at any time).
 //
 // Drain thread only; pure arithmetic, no clock of its own (the caller passes `now`).
 #pragma once
@@ -55,12 +63,19 @@ class PollPacer {
         last_poll_(start), last_records_(start) {}
 
   // After a poll at `now` that read `records` records, of which the busiest ring gave
-  // `peak_slots` slots: how long to wait before the next poll, in microseconds (0: poll again
-  // at once).
-  int64_t after_poll(Clock::time_point now, uint64_t records, uint64_t peak_slots) noexcept {
+  // `peak_slots` slots, and that saw a ring claimed since the poll before it (`claimed`, the
+  // drainer's last_poll_saw_claim): how long to wait before the next poll, in microseconds
+  // (0: poll again at once). A claim counts as records just seen: a thread's first records
+  // follow its claim, so the waits restart at kFirstWaitUs and stay warm (<= kWarmMaxUs).
+  int64_t after_poll(Clock::time_point now, uint64_t records, uint64_t peak_slots,
+                     bool claimed = false) noexcept {
     const int64_t since_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_poll_).count();
     last_poll_ = now;
+    if (claimed) {
+      last_records_ = now;
+      idle_wait_us_ = 0;
+    }
     if (records != 0 || peak_slots != 0) {
       last_records_ = now;
       idle_wait_us_ = 0;

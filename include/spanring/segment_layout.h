@@ -391,7 +391,16 @@ struct alignas(64) SegmentHeader {
   // Strings a producer could not intern (no empty entry within kStringProbeMax): each such
   // span went out as an ordinary record instead. Not a loss; shown by `spanring stat`.
   std::atomic<uint64_t> strings_full;
-  uint8_t reserved1[40];
+  // Rings claimed so far (wraps): a claimer adds 1 once its ring is kRingActive and then wakes
+  // the drainer with FUTEX_WAKE on this word; the drainer's idle wait is a FUTEX_WAIT on it
+  // (drain/drainer.h, wait_for_claim), so a thread's first records are read within a warm
+  // poll (<= 1 ms), not after the rest of an idle sleep (up to 20 ms). Zero in a new segment;
+  // these bytes were reserved (zero) in earlier builds of layout 5, whose producers leave the
+  // word alone: their claims are seen at the drainer's next poll, as before. A count only,
+  // never trusted for anything else: a changed value makes the drainer look at every ring
+  // once. fetch_add, release (claim_ring).
+  std::atomic<uint32_t> ring_claims;
+  uint8_t reserved1[36];
 
   // ---- the drainer. One drainer at a time: `drainer_pid` is taken with a CAS from 0 (or from
   // a drainer that is dead, by pid + start time).
@@ -430,6 +439,7 @@ static_assert(offsetof(SegmentHeader, strings_offset) == 80);
 static_assert(offsetof(SegmentHeader, string_entries) == 88);
 static_assert(offsetof(SegmentHeader, no_ring_drops) == 128);
 static_assert(offsetof(SegmentHeader, strings_full) == 144);
+static_assert(offsetof(SegmentHeader, ring_claims) == 152);
 static_assert(offsetof(SegmentHeader, drainer_pid) == 192);
 static_assert(offsetof(SegmentHeader, commit_offset) == 224);
 static_assert(offsetof(SegmentHeader, max_size_dropped) == 280);

@@ -119,6 +119,69 @@ TEST_CASE("crc32c of large buffers, instruction and Boost paths, equals a bit-by
   }
 }
 
+TEST_CASE("crc32c matches the RFC 3720 (iSCSI) CRC32C test vectors") {
+  // RFC 3720, B.4: the CRC of each 32-byte pattern, given there as the bytes stored in the
+  // iSCSI header (little-endian), here as the value.
+  unsigned char buf[32];
+  std::memset(buf, 0x00, sizeof buf);
+  CHECK(crc32c(buf, 32) == 0x8A9136AAu);
+  std::memset(buf, 0xFF, sizeof buf);
+  CHECK(crc32c(buf, 32) == 0x62A8AB43u);
+  for (int i = 0; i < 32; ++i) buf[i] = static_cast<unsigned char>(i);
+  CHECK(crc32c(buf, 32) == 0x46DD794Eu);
+  for (int i = 0; i < 32; ++i) buf[i] = static_cast<unsigned char>(31 - i);
+  CHECK(crc32c(buf, 32) == 0x113FDB5Cu);
+  // An iSCSI read command PDU (48 bytes).
+  const unsigned char pdu[48] = {0x01, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00,
+                                 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00,
+                                 0x00, 0x18, 0x28, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  CHECK(crc32c(pdu, 48) == 0xD9963A56u);
+  for (auto* f : {&crc32c_portable, &crc32c_one_stream}) {
+    std::memset(buf, 0x00, sizeof buf);
+    CHECK(f(buf, 32, 0) == 0x8A9136AAu);
+    CHECK(f(pdu, 48, 0) == 0xD9963A56u);
+  }
+}
+
+TEST_CASE("crc32c (three streams) equals the one-stream sum at every length 0..4096, any start") {
+  std::vector<unsigned char> data(4096 + 16 + 3 * 8192 * 2);
+  uint32_t x = 987654321;
+  for (auto& b : data) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<unsigned char>(x >> 24);
+  }
+  for (size_t start = 0; start < 8; ++start) {
+    CAPTURE(start);
+    for (size_t n = 0; n <= 4096; ++n) {
+      const unsigned char* p = data.data() + start;
+      if (crc32c(p, n) != crc32c_one_stream(p, n)) {
+        CAPTURE(n);
+        CHECK(crc32c(p, n) == crc32c_one_stream(p, n));
+        break;
+      }
+      // Continued from a non-zero CRC too (the first stream starts from the running register).
+      if (crc32c(p, n, 0xDEADBEEFu) != crc32c_one_stream(p, n, 0xDEADBEEFu)) {
+        CAPTURE(n);
+        CHECK(crc32c(p, n, 0xDEADBEEFu) == crc32c_one_stream(p, n, 0xDEADBEEFu));
+        break;
+      }
+    }
+  }
+  // Around the long turns (3 x 8 KiB) and their mix with short turns and the tail.
+  for (size_t n : {size_t{24575}, size_t{24576}, size_t{24577}, size_t{24576 + 767},
+                   size_t{24576 + 768}, size_t{24576 + 769}, size_t{49151}, size_t{49152},
+                   size_t{49152 + 768 * 3 + 7}}) {
+    for (size_t start : {size_t{0}, size_t{1}, size_t{7}, size_t{13}}) {
+      CAPTURE(n);
+      CAPTURE(start);
+      CHECK(crc32c(data.data() + start, n) == crc32c_one_stream(data.data() + start, n));
+      CHECK(crc32c(data.data() + start, n) == crc32c_portable(data.data() + start, n));
+    }
+  }
+}
+
 TEST_CASE("every event BinarySink writes reads back and renders exactly as TextSink wrote it") {
   const TraceBuilder b = synthetic_trace(6);
   TextRenderer r;

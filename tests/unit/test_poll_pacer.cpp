@@ -46,3 +46,19 @@ TEST_CASE("a poll that found records waits for an eighth of the busiest ring at 
   // Slots left unread behind the head count as found (records 0): read at the next poll.
   CHECK(p.after_poll(t += 1ms, 0, 1) == PollPacer::kActiveMaxUs);
 }
+
+TEST_CASE("a poll that saw a ring claimed restarts the waits at 50 us, warm (up to 1 ms)") {
+  const auto t0 = PollPacer::Clock::time_point{} + 1h;
+  PollPacer p(32768, t0);
+  auto t = t0 + 2s;
+  int64_t w = 0;
+  for (int i = 0; i < 20; ++i) w = p.after_poll(t += 20ms, 0, 0);
+  CHECK(w == PollPacer::kIdleMaxUs);
+  // The wait ended early by the claim: no record yet, but the thread's first ones follow.
+  CHECK(p.after_poll(t += 3ms, 0, 0, true) == PollPacer::kFirstWaitUs);
+  for (int i = 0; i < 20; ++i) w = p.after_poll(t += 1ms, 0, 0);
+  CHECK(w == PollPacer::kWarmMaxUs);
+  // A second later with nothing: idle again.
+  for (int i = 0; i < 20; ++i) w = p.after_poll(t += 100ms, 0, 0);
+  CHECK(w == PollPacer::kIdleMaxUs);
+}
