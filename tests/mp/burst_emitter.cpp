@@ -16,11 +16,12 @@
 #include <spanring/span.h>
 #include <spanring/spanring.h>
 
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <time.h>
@@ -53,20 +54,15 @@ int main(int argc, char** argv) {
   uint64_t rounds = 0;
   int64_t delay_ms = 0;
   double rate = 0;
-  for (int a = 1; a < argc; ++a) {
-    if (std::strcmp(argv[a], "--count") == 0 && a + 1 < argc)
-      n = std::strtoull(argv[++a], nullptr, 10);
-    else if (std::strcmp(argv[a], "--wide") == 0)
-      wide = true;
-    else if (std::strcmp(argv[a], "--rounds") == 0 && a + 1 < argc)
-      rounds = std::strtoull(argv[++a], nullptr, 10);
-    else if (std::strcmp(argv[a], "--delay-ms") == 0 && a + 1 < argc)
-      delay_ms = std::strtoll(argv[++a], nullptr, 10);
-    else if (std::strcmp(argv[a], "--rate") == 0 && a + 1 < argc)
-      rate = std::strtod(argv[++a], nullptr);
-    else
-      return 2;
-  }
+  CLI::App app{"burst_emitter: spans as fast as one thread can write them, first thing"};
+  app.add_option("--count", n, "spans per burst");
+  app.add_flag("--wide", wide, "names and attributes that are not literals (two-slot records)");
+  app.add_option("--rounds", rounds, "bursts, each from a new thread (0: one, from main)");
+  app.add_option("--delay-ms", delay_ms, "sleep before each round's burst, ms")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--rate", rate, "spans/s within a round's burst (0: flat out)")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
   if (rounds != 0) {
     for (uint64_t r = 0; r < rounds; ++r)
       std::thread([=] {

@@ -9,22 +9,24 @@
 // the child exited 0 and the file was written.
 #include <spanring/span.h>
 
+#include <CLI/CLI.hpp>
+
+#include <string>
+
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 int main(int argc, char** argv) {
-  const char* out = nullptr;
+  std::string out;
   int child_spans = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--out") == 0) out = argv[i + 1];
-    else if (std::strcmp(argv[i], "--child-spans") == 0) child_spans = std::atoi(argv[i + 1]);
-  }
-  if (out == nullptr) return 2;
+  CLI::App app{"vfork_emitter: spans around a vfork whose child emits without exec"};
+  app.add_option("--out", out, "JSON file")->required();
+  app.add_option("--child-spans", child_spans, "spans the vfork child emits")
+      ->check(CLI::Range(0, 1000000));
+  CLI11_PARSE(app, argc, argv);
   { spanring::Span s("vfork.parent.before"); }
   const pid_t child = vfork();
   if (child == 0) {
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
   int status = 0;
   if (waitpid(child, &status, 0) != child) return 1;
   { spanring::Span s("vfork.parent.after"); }
-  FILE* f = std::fopen(out, "w");
+  FILE* f = std::fopen(out.c_str(), "w");
   if (f == nullptr) return 1;
   std::fprintf(f, "{\"parent_pid\":%d,\"parent_tid\":%ld,\"child_spans\":%d,\"child_status\":%d}\n",
                static_cast<int>(getpid()), static_cast<long>(syscall(SYS_gettid)), child_spans,
