@@ -7,6 +7,7 @@
 #pragma once
 
 #include "src/decimal.h"
+#include "src/record_decode.h"
 #include "format/event.h"
 
 #include <cstddef>
@@ -88,6 +89,23 @@ size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept
 // drainer's per-record path: TextSink::span_record).
 size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
                    SpanLineOwner& owner) noexcept;
+
+// The text drainer's direct path from the ring's slots (RingReader::peek_plain): the line
+// format_span(out, pid, tid, rec, owner) writes for the ordinary span record whose header is `h`
+// (framing checked, times in ns, no marker) and whose raw name and attribute bytes start at
+// `payload` (name_len, then attrs_len bytes, packed when h.flags has kRecordPackedAttrs;
+// readable rounded up to 16 bytes from each field's start), where `rec` is that record read
+// and unpacked, when both fields are copied as they are: no byte to escape, no NUL, each within
+// its cap (packed attributes: a well-formed list whose text is plain and not cut). Each payload
+// byte is read once (the check and the copy from the same load; packed bytes copied out before
+// they are parsed), so the line holds what was checked even if the bytes change meanwhile.
+// Returns 0 otherwise (and always without SSE2), with `out` partly written and `owner`'s caches
+// possibly refreshed (the same bytes either way): the caller then formats the record from a
+// RecordCopy. `out` needs room for kPlainLineRoom bytes (packed attributes are unpacked in the
+// line with unpack_attrs_fast's room).
+inline constexpr size_t kPlainLineRoom = kMaxLineBytes + kAttrsWriteRoom;
+size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                         const char* payload, SpanLineOwner& owner) noexcept;
 
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;
