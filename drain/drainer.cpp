@@ -151,7 +151,7 @@ void Drainer::write_max_size_line() {
   stats_.max_size_line_written = true;
 }
 
-char* Drainer::reserve(size_t bytes) {
+char* Drainer::reserve_slow(size_t bytes) {
   if (current_ != nullptr && !full_ && current_->capacity - current_->len < bytes)
     submit_current();
   if (current_ == nullptr) start_buffer();
