@@ -145,6 +145,47 @@ template <Field f>
   return p;
 }
 
+// A compact record (format_span_compact): its numbers in a header, the record, and its
+// strings resolved (the name, then its attribute text or its keys, compact_string_ids' order).
+struct CompactSpan {
+  uint32_t pid;
+  uint32_t tid;
+  const RecordHeader& h;
+  const CompactRecord& c;
+  const std::string_view* strings;
+  bool* plain;
+};
+
+// Field `f` of a compact record: the name or the attribute text copied from the string
+// source's checked copy (kStringMaxBytes readable per string: copy_plain's rounded-up reads
+// stay inside), or the integer attributes formatted into the line as decode_compact formats
+// them (put_attr) and checked in place; s.plain cleared, nothing written, when copy_plain does
+// not take the field or the text is longer than kAttrsCap (decode_compact's cut, the encoder's).
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const CompactSpan& s) noexcept {
+  static_assert(kStringMaxBytes <= kNameCap && kStringMaxBytes <= kAttrsCap &&
+                kStringMaxBytes % 16 == 0);
+  if (f == Field::kName) {
+    if (copy_plain<true>(s.strings[0].data(), s.strings[0].size(), p))
+      return p + s.strings[0].size();
+  } else if ((s.c.attrs & kCompactAttrsText) != 0) {
+    if (copy_plain<false>(s.strings[1].data(), s.strings[1].size(), p))
+      return p + s.strings[1].size();
+  } else {
+    const uint32_t count = s.c.attrs & 0x7u;
+    char* q = p;
+    for (uint32_t i = 0; i < count; ++i) {
+      if (i != 0) *q++ = ' ';
+      q = record_decode_detail::put_attr(q, s.strings[1 + i], s.c.values[i],
+                                         (s.c.attrs >> (4 + i) & 1u) != 0);
+    }
+    const auto n = static_cast<size_t>(q - p);
+    if (n <= kAttrsCap && copy_plain<false>(p, n, p)) return p + n;
+  }
+  *s.plain = false;
+  return p;
+}
+
 // Field `f` of span `e`: from its record when it has one, else (the text reader's events) the
 // spelling as it stood on its line.
 template <Field f>
@@ -234,6 +275,8 @@ inline const RecordHeader& numbers(const PlainSpan& s) noexcept { return s.h; }
 inline const RecordCopy& fields(const RecordSpan& s) noexcept { return s.r; }
 inline const SpanEvent& fields(const SpanEvent& e) noexcept { return e; }
 inline const PlainSpan& fields(const PlainSpan& s) noexcept { return s; }
+inline const RecordHeader& numbers(const CompactSpan& s) noexcept { return s.h; }
+inline const CompactSpan& fields(const CompactSpan& s) noexcept { return s; }
 
 template <class S>
 [[gnu::always_inline]] inline size_t span_line(char* out, const S& s,
@@ -279,6 +322,19 @@ size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHead
 #else
   // copy_plain copies nothing without SSE2: every record takes the RecordCopy path.
   (void)out, (void)pid, (void)tid, (void)h, (void)payload, (void)owner;
+  return 0;
+#endif
+}
+
+size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                           const CompactRecord& c, const std::string_view* strings,
+                           SpanLineOwner& owner) noexcept {
+#if defined(__SSE2__)
+  bool plain = true;
+  const size_t n = span_line(out, CompactSpan{pid, tid, h, c, strings, &plain}, owner);
+  return plain ? n : 0;
+#else
+  (void)out, (void)pid, (void)tid, (void)h, (void)c, (void)strings, (void)owner;
   return 0;
 #endif
 }

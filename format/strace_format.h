@@ -107,6 +107,18 @@ inline constexpr size_t kPlainLineRoom = kMaxLineBytes + kAttrsWriteRoom;
 size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
                          const char* payload, SpanLineOwner& owner) noexcept;
 
+// The same for a compact record `c` (framing checked) whose numbers (times in ns, inv, hid,
+// depth) are in `h` and whose strings are resolved in `strings` (compact_string_ids' order: the
+// name, then its attribute text or its count keys; each readable for kStringMaxBytes, as the
+// string sources keep them): the line format_span writes for the record decode_compact makes of
+// it, when the name and the attribute text are copied as they are (the integer attributes
+// formatted into the line and checked there, not longer than kAttrsCap); else 0 as above.
+// `out` needs room for kPlainLineRoom bytes.
+size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                           const CompactRecord& c, const std::string_view* strings,
+                           SpanLineOwner& owner) noexcept;
+static_assert(kCompactAttrs * (1 + kStringMaxBytes + 22) <= kAttrsWriteRoom);
+
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;
 

@@ -108,6 +108,13 @@ class RingReader {
                                                             uint64_t seq, RecordHeader& h,
                                                             std::string& why) const;
 
+  // The text drainer's direct path for a compact record (kRecordCompact) at position(): copies
+  // its slot into `c` and returns true when it frames as read() frames it (check_compact_frame
+  // with sequence number `seq`; `why` gets the message otherwise, and read() says it again).
+  // Its strings are the caller's to resolve. Moves nothing: advance(1) once the line is written.
+  [[gnu::always_inline]] inline bool peek_compact(uint64_t head, uint64_t seq, CompactRecord& c,
+                                                  std::string& why) const;
+
   // The records in [position(), head), counted by walking their headers' slot counts (`slots`
   // is at the same offset in both record kinds) without copying or validating the records and
   // without moving position(): what a ring holds for `spanring stat`, which only looks. nullopt
@@ -158,6 +165,15 @@ inline ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& 
     return ReadStatus::kCorrupt;
   position_ = pos + h.slots;
   return ReadStatus::kRecord;
+}
+
+inline bool RingReader::peek_compact(uint64_t head, uint64_t seq, CompactRecord& c,
+                                     std::string& why) const {
+  const uint64_t pos = position_;
+  const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
+  if (__builtin_expect(avail == 0 || avail > capacity_, 0)) return false;
+  std::memcpy(&c, slots_ + (pos & (capacity_ - 1)) * kSlotBytes, kSlotBytes);
+  return check_compact_frame(c, seq, true, RecordWhere{"compact record at slot ", pos}, why);
 }
 
 inline const std::byte* RingReader::peek_plain(uint64_t head, uint64_t stop, uint64_t seq,

@@ -390,6 +390,101 @@ TEST_CASE("span_plain (the text drainer's line from the ring's slots) writes spa
   CHECK(taken > 5000);
 }
 
+TEST_CASE("span_compact (the text drainer's line of a compact record) writes span_record's line or refuses") {
+  // TextSink::span_compact formats a compact record from its slot's copy and its resolved
+  // strings, integer attributes formatted straight into the line. For random compact records
+  // (names, attribute texts and keys with and without bytes to escape, 0..4 values signed and
+  // not, every length up to kStringMaxBytes) it must write the line span_record writes for the
+  // record decode_compact makes of the same strings, or 0; and it must take every record whose
+  // line needs no escaping and no cut.
+  TextSink sink;
+  TextSink reference;
+  std::mt19937_64 rng(0xc0a1ac7e);
+  auto str = [&](size_t min) {
+    std::string s(min + rng() % (kStringMaxBytes - min + 1), 'a');
+    const bool plain = rng() % 2 == 0;
+    for (char& c : s)
+      c = plain ? "abcxyz.019_-:/"[rng() % 14] : "abz.0 =%[]\x01\x7f\xe9"[rng() % 13];
+    return s;
+  };
+  auto copied = [](std::string_view f, bool is_name) {
+    for (const char c : f)
+      if (c < (is_name ? 0x21 : 0x20) || c > 0x7e || c == '%' || c == '[' || c == ']' ||
+          (is_name && c == '='))
+        return false;
+    return true;
+  };
+  uint64_t ts = 2'022'531'972'882;
+  size_t taken = 0;
+  size_t plain_refused = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const uint64_t r = rng();
+    ts += rng() % 200'000'000;
+    CompactRecord c{};
+    c.ts_ns = ts;
+    c.dur_ns = static_cast<uint32_t>(rng());
+    c.inv = (r >> 8) % 3;
+    c.hid = (r >> 12) % 2 * 0x9f3c2a1b5d7e6f01ull;
+    c.depth = static_cast<uint8_t>(r >> 16);
+    c.slots = 1;
+    c.flags = kRecordCompact;
+    c.name = 1;
+    const uint32_t count = r % 6 == 0 ? 0 : static_cast<uint32_t>((r >> 20) % (kCompactAttrs + 1));
+    c.attrs = static_cast<uint8_t>(r % 6 == 0 ? kCompactAttrsText : count);
+    for (uint32_t k = 0; k < kCompactAttrs; ++k) {
+      c.keys[k] = static_cast<uint16_t>(2 + k);
+      c.values[k] = static_cast<uint32_t>(rng() >> (rng() % 64));
+      if (rng() % 2 == 0) c.attrs = static_cast<uint8_t>(c.attrs | (1u << (4 + k)));
+    }
+    if (c.attrs & kCompactAttrsText) c.attrs &= 0x0f;  // no signed bits with a text
+    // Strings as a string source keeps them: kStringMaxBytes readable from each data().
+    std::string kept[1 + kCompactAttrs];
+    std::string_view strings[1 + kCompactAttrs];
+    for (uint32_t k = 0; k < 1 + kCompactAttrs; ++k) {
+      kept[k] = str(r % 4 == 0 ? 40 : 1);  // long keys: texts past kAttrsCap
+      const size_t len = rng() % 3 == 0 ? 1 + rng() % kStringMaxBytes : kept[k].size();
+      kept[k].resize(kStringMaxBytes, '%');  // bytes past the string: ignored
+      strings[k] = std::string_view(kept[k].data(), len);
+    }
+    // Its record as the ring reader decodes it.
+    RecordCopy rec;
+    std::string why;
+    auto resolve = [&](uint32_t id, std::string_view& out, std::string&) {
+      out = strings[id - 1];
+      return true;
+    };
+    REQUIRE(decode_compact(c, 5, resolve, rec, RecordWhere{"compact ", 0}, why));
+    RecordHeader h{};
+    h.ts_ns = c.ts_ns;
+    h.dur_ns = c.dur_ns;
+    h.inv = c.inv;
+    h.hid = c.hid;
+    h.depth = c.depth;
+    const uint32_t pid = 10 + (r >> 28) % 2;
+    char got[kPlainLineRoom];
+    const size_t n = sink.span_compact(got, pid, 11, h, c, strings);
+    char want[kMaxLineBytes];
+    const std::string w(want, reference.span_record(want, pid, 11, rec));
+    const bool needs_nothing =
+        rec.header.attrs_len <= kAttrsCap &&
+        copied(std::string_view(rec.name(), rec.header.name_len), true) &&
+        copied(std::string_view(rec.attrs(), rec.header.attrs_len), false);
+    if (n == 0) {
+      if (needs_nothing) ++plain_refused;
+      const size_t m = sink.span_record(got, pid, 11, rec);
+      CHECK(std::string(got, m) == w);
+      continue;
+    }
+    ++taken;
+    if (std::string(got, n) != w) {
+      FAIL_CHECK("record ", i, ": got '", std::string(got, n), "', want '", w, "'");
+      return;
+    }
+  }
+  CHECK(plain_refused == 0);
+  CHECK(taken > 2000);
+}
+
 TEST_CASE("a TextSink's cached times and (inv, hid) give the stateless line in any order") {
   // The sink keeps the leading digits of the last time and the text of the last (inv, hid):
   // lines that share them, lines that do not, and values at every length must all be the lines
