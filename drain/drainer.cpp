@@ -153,7 +153,7 @@ void Drainer::write_max_size_line() {
   stats_.max_size_line_written = true;
 }
 
-char* Drainer::reserve(size_t bytes) {
+char* Drainer::reserve_slow(size_t bytes) {
   if (current_ != nullptr && !full_ && current_->capacity - current_->len < bytes)
     submit_current();
   if (current_ == nullptr) start_buffer();
@@ -459,6 +459,67 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
     // the next buffer. (Reserved after the read, the tail would cover a record that is not in
     // the committed bytes: a drainer killed between the two commits lost it on restart.)
     char* p = reserve(record_room_);
+    // The text drainer's direct path: a span record of an announced owner, in sequence, whose
+    // name and attributes need no escaping is formatted straight from the ring's slots (its
+    // header copied once and checked as read() checks it; the payload read once, by the line's
+    // own vector copies), a compact one from its slot's copy and the string table's checked
+    // copies. Anything else (a gap, a marker, a wrapping record, a string id that does not
+    // resolve, a byte to escape, a NUL in the name, a frame read() refuses, --max-size) takes
+    // read() and the RecordCopy below, from the start: nothing is changed before the line is
+    // written whole.
+    static_assert(kPlainLineRoom <= 4 * kMaxLineBytes);  // record_room_ of a TextSink
+    if (text_ != nullptr && p != nullptr && rs.announced && rs.anchor_known) {
+      RecordHeader ph;
+      size_t n = 0;
+      uint16_t slots = 1;
+      uint64_t raw_ts = 0;
+      if (const std::byte* payload = reader.peek_plain(head, stop, rs.next_seq, ph, why)) {
+        raw_ts = ph.ts_ns;
+        if (ph.flags & kRecordTsc) {
+          if (!spans) spans.emplace(clock_, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+          const TscClock::Interval ns = (*spans)(ph.ts_ns, ph.dur_ns);
+          ph.ts_ns = ns.start_ns;
+          ph.dur_ns = ns.dur_ns;
+        }
+        n = text_->span_plain(p, rs.pid, rs.tid, ph, reinterpret_cast<const char*>(payload));
+        slots = ph.slots;
+      } else if (CompactRecord c; reader.peek_compact(head, rs.next_seq, c, why)) {
+        uint16_t ids[1 + kCompactAttrs];
+        std::string_view strings[1 + kCompactAttrs];
+        const uint32_t k = compact_string_ids(c, ids);
+        bool resolved = true;
+        for (uint32_t i = 0; i < k && resolved; ++i)
+          resolved = strings_.resolve(ids[i], strings[i], why);
+        if (resolved) {
+          raw_ts = c.ts_ns;
+          ph.ts_ns = c.ts_ns;
+          ph.dur_ns = c.dur_ns;
+          if (c.flags & kRecordTsc) {
+            if (!spans) spans.emplace(clock_, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});
+            const TscClock::Interval ns = (*spans)(c.ts_ns, c.dur_ns);
+            ph.ts_ns = ns.start_ns;
+            ph.dur_ns = ns.dur_ns;
+          }
+          ph.inv = c.inv;
+          ph.hid = c.hid;
+          ph.depth = c.depth;
+          ph.seq = rs.next_seq;
+          n = text_->span_compact(p, rs.pid, rs.tid, ph, c, strings);
+        }
+      }
+      if (n != 0) {
+        reader.advance(slots);
+        ++commits_.open().records;
+        ++stats_.written;
+        rs.last_ts = raw_ts;
+        rs.last_depth = ph.depth;
+        rs.has_last = true;
+        commit(n);
+        rs.next_seq = ph.seq + 1;
+        mark_dirty(index, rs);
+        continue;
+      }
+    }
     const ReadStatus status = reader.read(head, rs.next_seq, rec, why);
     if (status == ReadStatus::kCorrupt) {
       quarantine(index, rs, why);

@@ -202,7 +202,15 @@ class Drainer {
   void mark_dirty(uint32_t index, RingState& rs);
   // Room in the current buffer, submitting it when full; nullptr once --max-size is reached
   // (nothing more is written: the caller counts what it would have written, count_max_size).
-  char* reserve(size_t bytes);
+  // The common case (a buffer with room) inline: the call was ~15 instructions per record of
+  // the text drainer; taking or submitting a buffer goes to reserve_slow().
+  char* reserve(size_t bytes) {
+    if (__builtin_expect(
+            current_ != nullptr && !full_ && current_->capacity - current_->len >= bytes, 1))
+      return current_->data.get() + current_->len;
+    return reserve_slow(bytes);
+  }
+  char* reserve_slow(size_t bytes);
   void commit(size_t bytes) noexcept { current_->len += bytes; }
   void submit_current();
   // Takes the next buffer from the destination and frames it; a buffer of capacity 0 (the

@@ -1,6 +1,7 @@
 #include "format/strace_format.h"
 
 #include "src/decimal.h"
+#include "src/record_decode.h"
 
 #include <spanring/encode.h>
 
@@ -96,6 +97,16 @@ static_assert(sizeof(RecordCopy::payload) >= kNameCap + kAttrsCap &&
 // A span line's two text fields.
 enum class Field { kName, kAttrs };
 
+// A record still in the ring's slots (format_span_plain): its header's copy, its payload in
+// place, and whether every field so far was copied as it is.
+struct PlainSpan {
+  uint32_t pid;
+  uint32_t tid;
+  const RecordHeader& h;
+  const char* payload;
+  bool* plain;
+};
+
 // Writes field `f` of the drained record `r` at `p` and returns the end: its raw bytes, copied
 // as they are when they need no escaping (copy_plain) and encoded otherwise (encode_name /
 // encode_attrs, which also cut at the field's cap).
@@ -106,6 +117,73 @@ template <Field f>
   const size_t n = kName ? r.header.name_len : r.header.attrs_len;
   if (n <= (kName ? kNameCap : kAttrsCap) && copy_plain<kName>(raw, n, p)) return p + n;
   return p + (kName ? encode_name(raw, n, p) : encode_attrs(raw, n, p));
+}
+
+// Field `f` of a record in the ring's slots: copied as it is when copy_plain takes it (which
+// also refuses a NUL: it is outside the copied range), else nothing written and s.plain cleared.
+// Caps as put_field's above: a field longer than its cap needs the encoder's cut.
+// Packed attributes (kRecordPackedAttrs) are copied out of the slots first (each byte read once,
+// 16 at a time: peek_plain's bounds), unpacked by unpack_attrs_fast straight into the line, and
+// the text checked in place: its keys are raw bytes, and a text cut at kAttrsRawMax needs the
+// encoder's cut mark. A malformed list is left to read(), which refuses it.
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const PlainSpan& s) noexcept {
+  constexpr bool kName = f == Field::kName;
+  const char* const raw = kName ? s.payload : s.payload + s.h.name_len;
+  const size_t n = kName ? s.h.name_len : s.h.attrs_len;
+  if (!kName && (s.h.flags & kRecordPackedAttrs) != 0) {
+    char in[kAttrsPackedMax + 16];  // unpack_attrs_fast reads up to 16 bytes past the list
+    for (uint32_t k = 0; k < n; k += 16) std::memcpy(in + k, raw + k, 16);
+    const int32_t len = unpack_attrs_fast(in, static_cast<uint32_t>(n), p);
+    if (len >= 0 && static_cast<uint32_t>(len) <= kAttrsCap &&
+        copy_plain<false>(p, static_cast<size_t>(len), p))
+      return p + len;
+  } else if (n <= (kName ? kNameCap : kAttrsCap) && copy_plain<kName>(raw, n, p)) {
+    return p + n;
+  }
+  *s.plain = false;
+  return p;
+}
+
+// A compact record (format_span_compact): its numbers in a header, the record, and its
+// strings resolved (the name, then its attribute text or its keys, compact_string_ids' order).
+struct CompactSpan {
+  uint32_t pid;
+  uint32_t tid;
+  const RecordHeader& h;
+  const CompactRecord& c;
+  const std::string_view* strings;
+  bool* plain;
+};
+
+// Field `f` of a compact record: the name or the attribute text copied from the string
+// source's checked copy (kStringMaxBytes readable per string: copy_plain's rounded-up reads
+// stay inside), or the integer attributes formatted into the line as decode_compact formats
+// them (put_attr) and checked in place; s.plain cleared, nothing written, when copy_plain does
+// not take the field or the text is longer than kAttrsCap (decode_compact's cut, the encoder's).
+template <Field f>
+[[gnu::always_inline]] inline char* put_field(char* p, const CompactSpan& s) noexcept {
+  static_assert(kStringMaxBytes <= kNameCap && kStringMaxBytes <= kAttrsCap &&
+                kStringMaxBytes % 16 == 0);
+  if (f == Field::kName) {
+    if (copy_plain<true>(s.strings[0].data(), s.strings[0].size(), p))
+      return p + s.strings[0].size();
+  } else if ((s.c.attrs & kCompactAttrsText) != 0) {
+    if (copy_plain<false>(s.strings[1].data(), s.strings[1].size(), p))
+      return p + s.strings[1].size();
+  } else {
+    const uint32_t count = s.c.attrs & 0x7u;
+    char* q = p;
+    for (uint32_t i = 0; i < count; ++i) {
+      if (i != 0) *q++ = ' ';
+      q = record_decode_detail::put_attr(q, s.strings[1 + i], s.c.values[i],
+                                         (s.c.attrs >> (4 + i) & 1u) != 0);
+    }
+    const auto n = static_cast<size_t>(q - p);
+    if (n <= kAttrsCap && copy_plain<false>(p, n, p)) return p + n;
+  }
+  *s.plain = false;
+  return p;
 }
 
 // Field `f` of span `e`: from its record when it has one, else (the text reader's events) the
@@ -193,8 +271,12 @@ struct RecordSpan {
 };
 inline const RecordHeader& numbers(const RecordSpan& s) noexcept { return s.r.header; }
 inline const SpanEvent& numbers(const SpanEvent& e) noexcept { return e; }
+inline const RecordHeader& numbers(const PlainSpan& s) noexcept { return s.h; }
 inline const RecordCopy& fields(const RecordSpan& s) noexcept { return s.r; }
 inline const SpanEvent& fields(const SpanEvent& e) noexcept { return e; }
+inline const PlainSpan& fields(const PlainSpan& s) noexcept { return s; }
+inline const RecordHeader& numbers(const CompactSpan& s) noexcept { return s.h; }
+inline const CompactSpan& fields(const CompactSpan& s) noexcept { return s; }
 
 template <class S>
 [[gnu::always_inline]] inline size_t span_line(char* out, const S& s,
@@ -229,6 +311,32 @@ size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept
 size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
                    SpanLineOwner& owner) noexcept {
   return span_line(out, RecordSpan{pid, tid, rec}, owner);
+}
+
+size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                         const char* payload, SpanLineOwner& owner) noexcept {
+#if defined(__SSE2__)
+  bool plain = true;
+  const size_t n = span_line(out, PlainSpan{pid, tid, h, payload, &plain}, owner);
+  return plain ? n : 0;
+#else
+  // copy_plain copies nothing without SSE2: every record takes the RecordCopy path.
+  (void)out, (void)pid, (void)tid, (void)h, (void)payload, (void)owner;
+  return 0;
+#endif
+}
+
+size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                           const CompactRecord& c, const std::string_view* strings,
+                           SpanLineOwner& owner) noexcept {
+#if defined(__SSE2__)
+  bool plain = true;
+  const size_t n = span_line(out, CompactSpan{pid, tid, h, c, strings, &plain}, owner);
+  return plain ? n : 0;
+#else
+  (void)out, (void)pid, (void)tid, (void)h, (void)c, (void)strings, (void)owner;
+  return 0;
+#endif
 }
 
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept {

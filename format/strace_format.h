@@ -7,6 +7,7 @@
 #pragma once
 
 #include "src/decimal.h"
+#include "src/record_decode.h"
 #include "format/event.h"
 
 #include <cstddef>
@@ -88,6 +89,35 @@ size_t format_span(char* out, const SpanEvent& e, SpanLineOwner& owner) noexcept
 // drainer's per-record path: TextSink::span_record).
 size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
                    SpanLineOwner& owner) noexcept;
+
+// The text drainer's direct path from the ring's slots (RingReader::peek_plain): the line
+// format_span(out, pid, tid, rec, owner) writes for the ordinary span record whose header is `h`
+// (framing checked, times in ns, no marker) and whose raw name and attribute bytes start at
+// `payload` (name_len, then attrs_len bytes, packed when h.flags has kRecordPackedAttrs;
+// readable rounded up to 16 bytes from each field's start), where `rec` is that record read
+// and unpacked, when both fields are copied as they are: no byte to escape, no NUL, each within
+// its cap (packed attributes: a well-formed list whose text is plain and not cut). Each payload
+// byte is read once (the check and the copy from the same load; packed bytes copied out before
+// they are parsed), so the line holds what was checked even if the bytes change meanwhile.
+// Returns 0 otherwise (and always without SSE2), with `out` partly written and `owner`'s caches
+// possibly refreshed (the same bytes either way): the caller then formats the record from a
+// RecordCopy. `out` needs room for kPlainLineRoom bytes (packed attributes are unpacked in the
+// line with unpack_attrs_fast's room).
+inline constexpr size_t kPlainLineRoom = kMaxLineBytes + kAttrsWriteRoom;
+size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                         const char* payload, SpanLineOwner& owner) noexcept;
+
+// The same for a compact record `c` (framing checked) whose numbers (times in ns, inv, hid,
+// depth) are in `h` and whose strings are resolved in `strings` (compact_string_ids' order: the
+// name, then its attribute text or its count keys; each readable for kStringMaxBytes, as the
+// string sources keep them): the line format_span writes for the record decode_compact makes of
+// it, when the name and the attribute text are copied as they are (the integer attributes
+// formatted into the line and checked there, not longer than kAttrsCap); else 0 as above.
+// `out` needs room for kPlainLineRoom bytes.
+size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                           const CompactRecord& c, const std::string_view* strings,
+                           SpanLineOwner& owner) noexcept;
+static_assert(kCompactAttrs * (1 + kStringMaxBytes + 22) <= kAttrsWriteRoom);
 
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;

@@ -29,6 +29,17 @@ class TextSink final : public Sink {
   size_t span_record(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec) noexcept {
     return format_span(out, pid, tid, rec, owner_);
   }
+  // format_span_plain with this sink's owner state: the text drainer's line straight from the
+  // ring's slots; 0 when the record needs span_record instead.
+  size_t span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                    const char* payload) noexcept {
+    return format_span_plain(out, pid, tid, h, payload, owner_);
+  }
+  // format_span_compact with this sink's owner state; 0 when the record needs span_record.
+  size_t span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
+                      const CompactRecord& c, const std::string_view* strings) noexcept {
+    return format_span_compact(out, pid, tid, h, c, strings, owner_);
+  }
   size_t drops(char* out, const DropsEvent& e) noexcept override { return format_drops(out, e); }
   size_t unfinished(char* out, const UnfinishedEvent& e) noexcept override {
     return format_unfinished(out, e);

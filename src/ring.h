@@ -90,6 +90,31 @@ class RingReader {
   [[gnu::always_inline]] inline ReadStatus read(uint64_t head, uint64_t min_seq, RecordCopy& out,
                                                 std::string& why);
 
+  // The text drainer's direct path: the ordinary span record at position() when its line can
+  // be written straight from the ring's slots, without the RecordCopy. Copies its header into
+  // `h` (one read of the header's shared bytes; every decision is made on the copy) and returns
+  // where its payload (name, then raw or packed attributes) starts in the slots, or nullptr when
+  // the record needs read(): `head` - position() not in 1..capacity, a frame
+  // check_ordinary_frame refuses (`why` gets its message; read() says it again), a sequence
+  // number other than `seq` (a gap), a marker, a compact record, or a record that wraps at the
+  // ring's end. The payload is contiguous and may be read rounded up to 16 bytes from the name's
+  // and from the attributes' start (the line's vectors): those reads stay inside the record's
+  // slots, or spill into the next slot only when that slot is below `stop` (published, and not
+  // the line the producer is filling) and inside the ring; else nullptr. Moves nothing: the caller calls
+  // advance(h.slots) once the line is written. The caller reads each payload byte once
+  // (format_span_plain: check and copy from the same load, packed bytes copied out before they
+  // are parsed): what is in the line is what was checked.
+  [[gnu::always_inline]] inline const std::byte* peek_plain(uint64_t head, uint64_t stop,
+                                                            uint64_t seq, RecordHeader& h,
+                                                            std::string& why) const;
+
+  // The text drainer's direct path for a compact record (kRecordCompact) at position(): copies
+  // its slot into `c` and returns true when it frames as read() frames it (check_compact_frame
+  // with sequence number `seq`; `why` gets the message otherwise, and read() says it again).
+  // Its strings are the caller's to resolve. Moves nothing: advance(1) once the line is written.
+  [[gnu::always_inline]] inline bool peek_compact(uint64_t head, uint64_t seq, CompactRecord& c,
+                                                  std::string& why) const;
+
   // The records in [position(), head), counted by walking their headers' slot counts (`slots`
   // is at the same offset in both record kinds) without copying or validating the records and
   // without moving position(): what a ring holds for `spanring stat`, which only looks. nullopt
@@ -140,6 +165,43 @@ inline ReadStatus RingReader::read(uint64_t head, uint64_t min_seq, RecordCopy& 
     return ReadStatus::kCorrupt;
   position_ = pos + h.slots;
   return ReadStatus::kRecord;
+}
+
+inline bool RingReader::peek_compact(uint64_t head, uint64_t seq, CompactRecord& c,
+                                     std::string& why) const {
+  const uint64_t pos = position_;
+  const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
+  if (__builtin_expect(avail == 0 || avail > capacity_, 0)) return false;
+  std::memcpy(&c, slots_ + (pos & (capacity_ - 1)) * kSlotBytes, kSlotBytes);
+  return check_compact_frame(c, seq, true, RecordWhere{"compact record at slot ", pos}, why);
+}
+
+inline const std::byte* RingReader::peek_plain(uint64_t head, uint64_t stop, uint64_t seq,
+                                               RecordHeader& h, std::string& why) const {
+  const uint64_t pos = position_;
+  const uint64_t avail = head - pos;  // unsigned: wraps correctly at 2^64
+  if (__builtin_expect(avail == 0 || avail > capacity_, 0)) return nullptr;
+  const uint64_t at = pos & (capacity_ - 1);
+  const std::byte* const slot = slots_ + at * kSlotBytes;
+  std::memcpy(&h, slot, kSlotBytes);
+  // `flags` sits at the same offset in both record kinds (segment_layout.h): a compact record
+  // is refused here, before its bytes are read as an ordinary header's.
+  if ((h.flags & (kRecordCompact | kRecordMarkers)) != 0 || h.seq != seq) return nullptr;
+  // `why` is written only when the frame check fails (cold); read() then says it again.
+  if (!check_ordinary_frame(h, avail, seq, RecordWhere{"record at slot ", pos}, why))
+    return nullptr;
+  if (at + h.slots > capacity_) return nullptr;  // wraps: read() copies it slot by slot
+  // The last byte the line may read: the name's bytes rounded up to 16 from the payload's
+  // start, the attributes' (raw or packed) rounded up from the name's end (none when empty).
+  const uint32_t name_end = (uint32_t{h.name_len} + 15) & ~15u;
+  const uint32_t attrs_end = h.attrs_len == 0 ? 0 : h.name_len + ((h.attrs_len + 15u) & ~15u);
+  const uint32_t read_end = offsetof(RecordHeader, payload) + (name_end > attrs_end ? name_end
+                                                                                     : attrs_end);
+  // Past the record's slots (by at most 15 bytes: the payload ends inside them), the reads
+  // touch the next slot, whose bytes are not used.
+  if (read_end > h.slots * kSlotBytes && (at + h.slots >= capacity_ || stop - pos <= h.slots))
+    return nullptr;
+  return slot + offsetof(RecordHeader, payload);
 }
 
 }  // namespace spanring

@@ -273,6 +273,218 @@ TEST_CASE("span_record (the text drainer's path) writes span()'s line and keeps 
   }
 }
 
+TEST_CASE("span_plain (the text drainer's line from the ring's slots) writes span_record's line or refuses") {
+  // TextSink::span_plain formats a record still in the ring's slots: header copied, payload in
+  // place, packed attributes unpacked straight into the line. For random records laid out as a
+  // ring holds them (names and attributes with and without bytes to escape, NULs, every length
+  // to past the caps, packed lists well formed, cut and malformed), interleaved with span_record
+  // on the same sink: where it writes a line, that line must be span_record's for the record
+  // read and unpacked as the ring reader does (copy_ordinary_payload, finish_ordinary); where
+  // the reader refuses the record (a NUL in the name, a malformed list), it must refuse too; and
+  // every record whose fields need no escaping must take it (else the drainer's path is dead).
+  TextSink sink;
+  TextSink reference;
+  std::mt19937_64 rng(0x91a1e5ca);
+  const char pieces[] = "abcxyz.019_-:/ =%[]\x01\x7f";  // then NUL, as the string's last byte
+  auto field = [&](size_t max) {
+    std::string s(rng() % (max + 1), 'a');
+    const bool plain = rng() % 2 == 0;
+    for (char& c : s)
+      c = plain ? "abcxyz.019_-:/"[rng() % 14] : pieces[rng() % sizeof pieces];
+    return s;
+  };
+  uint64_t ts = 2'022'531'972'882;
+  size_t taken = 0;
+  size_t plain_refused = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const uint64_t r = rng();
+    ts += rng() % 200'000'000;
+    std::string name = field(kNameRawMax);
+    if (name.empty()) name = "n";
+    std::string attrs;
+    uint16_t flags = 0;
+    if (r % 3 == 0) {  // packed integers: keys plain or not, values of every size
+      flags = kRecordPackedAttrs;
+      char buf[kAttrsPackedMax + kPackedTokenFixed + kAttrsRawMax + 8];
+      uint32_t len = 0;
+      for (;;) {
+        const std::string key = field(r % 7 == 0 ? 60 : 12);
+        const uint64_t v = rng() >> (rng() % 64);
+        const bool neg = rng() % 4 == 0 && v != 0 && v <= (uint64_t{1} << 63);
+        const uint32_t t = kPackedTokenFixed + static_cast<uint32_t>(key.size()) +
+                           packed_value_bytes(v);
+        if (len + t > kAttrsPackedMax) break;
+        len += pack_token(buf + len, key.data(), static_cast<uint32_t>(key.size()),
+                          neg ? kPackedNegative : kPackedUnsigned, v);
+        if (rng() % 3 == 0) break;
+      }
+      if (len == 0) len = pack_token(buf, "k", 1, kPackedUnsigned, 7);
+      attrs.assign(buf, len);
+      if (r % 13 == 0) attrs[rng() % len] = static_cast<char>(rng());  // maybe malformed
+    } else {
+      attrs = field(kAttrsRawMax);
+    }
+    // The ring's slots: the header, its payload from offset 52 on, then garbage past the record
+    // (bytes that need escaping and a NUL: the line's vectors read up to 15 of them).
+    RecordHeader h{};
+    h.seq = 1;
+    h.ts_ns = ts;
+    h.dur_ns = r % 5 == 0 ? rng() >> (rng() % 64) : rng() % 100'000;
+    h.inv = (r >> 8) % 3;
+    h.hid = (r >> 12) % 2 * 0x9f3c2a1b5d7e6f01ull;
+    h.depth = static_cast<uint32_t>((r >> 16) % 12);
+    h.name_len = static_cast<uint16_t>(name.size());
+    h.attrs_len = static_cast<uint16_t>(attrs.size());
+    h.slots = static_cast<uint16_t>(record_slots(uint32_t{h.name_len} + h.attrs_len));
+    h.flags = flags;
+    alignas(16) char slots[(kMaxRecordSlots + 1) * kSlotBytes];
+    for (size_t k = 0; k < sizeof slots; ++k) slots[k] = "%\0]"[k % 3];
+    std::memcpy(slots, &h, offsetof(RecordHeader, payload));
+    const std::string payload = name + attrs;
+    std::memcpy(slots + offsetof(RecordHeader, payload), payload.data(), payload.size());
+    std::memcpy(&h, slots, sizeof h);
+    // The record as the ring reader reads it.
+    RecordCopy rec;
+    std::memcpy(&rec.header, slots, sizeof rec.header);
+    copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slots) + kSlotBytes);
+    std::string why;
+    const bool readable = finish_ordinary(rec, RecordWhere{"record ", 0}, why);
+    const uint32_t pid = 10 + (r >> 28) % 2;
+    char got[kPlainLineRoom];
+    const size_t n = sink.span_plain(got, pid, 11, h, slots + offsetof(RecordHeader, payload));
+    if (!readable) {
+      if (n != 0) {
+        FAIL_CHECK("record ", i, ": refused by the reader (", why, "), written: '",
+                   std::string(got, n), "'");
+        return;
+      }
+      continue;
+    }
+    char want[kMaxLineBytes];
+    const std::string w(want, reference.span_record(want, pid, 11, rec));
+    const std::string_view a(rec.attrs(), rec.header.attrs_len);
+    // Copied as is: printable ASCII but % [ ], in names also not space or = (the spec).
+    auto copied = [](std::string_view f, bool is_name) {
+      for (const char c : f)
+        if (c < (is_name ? 0x21 : 0x20) || c > 0x7e || c == '%' || c == '[' || c == ']' ||
+            (is_name && c == '='))
+          return false;
+      return true;
+    };
+    const bool needs_nothing = name.size() <= kNameCap && rec.header.attrs_len <= kAttrsCap &&
+                               copied(name, true) && copied(a, false);
+    if (n == 0) {
+      if (needs_nothing) ++plain_refused;
+      // The refused record's line, from the same sink (its caches may have moved: same bytes).
+      const size_t m = sink.span_record(got, pid, 11, rec);
+      CHECK(std::string(got, m) == w);
+      continue;
+    }
+    ++taken;
+    if (std::string(got, n) != w) {
+      FAIL_CHECK("record ", i, ": got '", std::string(got, n), "', want '", w, "'");
+      return;
+    }
+  }
+  CHECK(plain_refused == 0);
+  CHECK(taken > 5000);
+}
+
+TEST_CASE("span_compact (the text drainer's line of a compact record) writes span_record's line or refuses") {
+  // TextSink::span_compact formats a compact record from its slot's copy and its resolved
+  // strings, integer attributes formatted straight into the line. For random compact records
+  // (names, attribute texts and keys with and without bytes to escape, 0..4 values signed and
+  // not, every length up to kStringMaxBytes) it must write the line span_record writes for the
+  // record decode_compact makes of the same strings, or 0; and it must take every record whose
+  // line needs no escaping and no cut.
+  TextSink sink;
+  TextSink reference;
+  std::mt19937_64 rng(0xc0a1ac7e);
+  auto str = [&](size_t min) {
+    std::string s(min + rng() % (kStringMaxBytes - min + 1), 'a');
+    const bool plain = rng() % 2 == 0;
+    for (char& c : s)
+      c = plain ? "abcxyz.019_-:/"[rng() % 14] : "abz.0 =%[]\x01\x7f\xe9"[rng() % 13];
+    return s;
+  };
+  auto copied = [](std::string_view f, bool is_name) {
+    for (const char c : f)
+      if (c < (is_name ? 0x21 : 0x20) || c > 0x7e || c == '%' || c == '[' || c == ']' ||
+          (is_name && c == '='))
+        return false;
+    return true;
+  };
+  uint64_t ts = 2'022'531'972'882;
+  size_t taken = 0;
+  size_t plain_refused = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const uint64_t r = rng();
+    ts += rng() % 200'000'000;
+    CompactRecord c{};
+    c.ts_ns = ts;
+    c.dur_ns = static_cast<uint32_t>(rng());
+    c.inv = (r >> 8) % 3;
+    c.hid = (r >> 12) % 2 * 0x9f3c2a1b5d7e6f01ull;
+    c.depth = static_cast<uint8_t>(r >> 16);
+    c.slots = 1;
+    c.flags = kRecordCompact;
+    c.name = 1;
+    const uint32_t count = r % 6 == 0 ? 0 : static_cast<uint32_t>((r >> 20) % (kCompactAttrs + 1));
+    c.attrs = static_cast<uint8_t>(r % 6 == 0 ? kCompactAttrsText : count);
+    for (uint32_t k = 0; k < kCompactAttrs; ++k) {
+      c.keys[k] = static_cast<uint16_t>(2 + k);
+      c.values[k] = static_cast<uint32_t>(rng() >> (rng() % 64));
+      if (rng() % 2 == 0) c.attrs = static_cast<uint8_t>(c.attrs | (1u << (4 + k)));
+    }
+    if (c.attrs & kCompactAttrsText) c.attrs &= 0x0f;  // no signed bits with a text
+    // Strings as a string source keeps them: kStringMaxBytes readable from each data().
+    std::string kept[1 + kCompactAttrs];
+    std::string_view strings[1 + kCompactAttrs];
+    for (uint32_t k = 0; k < 1 + kCompactAttrs; ++k) {
+      kept[k] = str(r % 4 == 0 ? 40 : 1);  // long keys: texts past kAttrsCap
+      const size_t len = rng() % 3 == 0 ? 1 + rng() % kStringMaxBytes : kept[k].size();
+      kept[k].resize(kStringMaxBytes, '%');  // bytes past the string: ignored
+      strings[k] = std::string_view(kept[k].data(), len);
+    }
+    // Its record as the ring reader decodes it.
+    RecordCopy rec;
+    std::string why;
+    auto resolve = [&](uint32_t id, std::string_view& out, std::string&) {
+      out = strings[id - 1];
+      return true;
+    };
+    REQUIRE(decode_compact(c, 5, resolve, rec, RecordWhere{"compact ", 0}, why));
+    RecordHeader h{};
+    h.ts_ns = c.ts_ns;
+    h.dur_ns = c.dur_ns;
+    h.inv = c.inv;
+    h.hid = c.hid;
+    h.depth = c.depth;
+    const uint32_t pid = 10 + (r >> 28) % 2;
+    char got[kPlainLineRoom];
+    const size_t n = sink.span_compact(got, pid, 11, h, c, strings);
+    char want[kMaxLineBytes];
+    const std::string w(want, reference.span_record(want, pid, 11, rec));
+    const bool needs_nothing =
+        rec.header.attrs_len <= kAttrsCap &&
+        copied(std::string_view(rec.name(), rec.header.name_len), true) &&
+        copied(std::string_view(rec.attrs(), rec.header.attrs_len), false);
+    if (n == 0) {
+      if (needs_nothing) ++plain_refused;
+      const size_t m = sink.span_record(got, pid, 11, rec);
+      CHECK(std::string(got, m) == w);
+      continue;
+    }
+    ++taken;
+    if (std::string(got, n) != w) {
+      FAIL_CHECK("record ", i, ": got '", std::string(got, n), "', want '", w, "'");
+      return;
+    }
+  }
+  CHECK(plain_refused == 0);
+  CHECK(taken > 2000);
+}
+
 TEST_CASE("a TextSink's cached times and (inv, hid) give the stateless line in any order") {
   // The sink keeps the leading digits of the last time and the text of the last (inv, hid):
   // lines that share them, lines that do not, and values at every length must all be the lines
