@@ -498,8 +498,6 @@ void detail::SpanData::begin(const char* name, size_t name_len, uint16_t name_id
     OpenSpan& o = ring->open[depth];
     o.ts_ns = static_cast<uint64_t>(start);
     o.inv = inv_;
-    o.hid = hid_;
-    o.depth = depth;
     if (name_id != 0) {
       // An interned name: its id, no bytes.
       o.name_len = 0;

@@ -182,6 +182,20 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
   id_b = string_id_in(table, b, len_b);
 }
 
+// The open-span note's word (OpenSpan::name_id, flags, name_len as one little-endian 32-bit
+// word) of a span with interned name `id`, timed by the counter: id | kOpenTsc << 16, name_len
+// 0. A SPANRING_SPAN site's word (generation << 32 | kGateOpen | id) holds it as its low 32
+// bits, so the site's begin stores it without computing it.
+static_assert(uint32_t{kOpenTsc} << 16 == kGateOpen && offsetof(OpenSpan, flags) == 18 &&
+              offsetof(OpenSpan, name_len) == 19 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+constexpr uint32_t open_note_word(uint16_t id) noexcept {
+  return id | uint32_t{kOpenTsc} << 16;
+}
+// Stores `word` (open_note_word) as `o`'s name_id, flags and name_len: one 32-bit store.
+SPANRING_ALWAYS_INLINE void store_open_word(OpenSpan& o, uint32_t word) noexcept {
+  std::memcpy(reinterpret_cast<char*>(&o) + offsetof(OpenSpan, name_id), &word, 4);
+}
+
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
 // static in the caller's function, so it lives in the .bss of the module that holds the call
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
@@ -439,7 +453,7 @@ class Span : private detail::SpanData {
         if (__builtin_expect(id != 0 && t != nullptr && detail::gate_open(*t) &&
                                  t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, id, nullptr);
+          begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
       } else {
@@ -475,7 +489,8 @@ class Span : private detail::SpanData {
         if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
                                  t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(word), &site);
+          begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word),
+                       &site);
         else
           begin_library(name, __builtin_strlen(name),
                         detail::site_name_id(site, name,
@@ -663,8 +678,11 @@ class Span : private detail::SpanData {
   // its end_at sets them for a span begun here (inline_ != 0: the name's length, the counter,
   // packed) and settle() before an attribute goes there; stored here they would be stores on
   // every span (the compiler keeps them in memory: only the fallbacks' copies read them).
+  // `note` is the open-span note's word for the name (detail::open_note_word(name_id)), which
+  // a SPANRING_SPAN site's word holds as its low 32 bits.
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
-                                           uint16_t name_id, detail::SpanSite* site) noexcept {
+                                           uint16_t name_id, uint32_t note,
+                                           detail::SpanSite* site) noexcept {
     const uint32_t depth = t.depth;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
@@ -691,11 +709,8 @@ class Span : private detail::SpanData {
     OpenSpan& o = ring->open[depth];
     o.ts_ns = start;
     o.inv = inv;
-    o.hid = hid;
-    o.depth = depth;
-    o.name_len = 0;  // an interned name: its id, no bytes
-    o.flags = kOpenTsc;
-    o.name_id = name_id;
+    // name_id, kOpenTsc and name_len 0 (an interned name: its id, no bytes) in one store.
+    detail::store_open_word(o, note);
     // After the note's stores, which GCC cannot tell from the state's: one store of depth.
     t.depth = depth + 1;
     // relaxed: read by the drainer only once this process is dead.
