@@ -196,6 +196,13 @@ SPANRING_ALWAYS_INLINE void store_open_word(OpenSpan& o, uint32_t word) noexcept
   std::memcpy(reinterpret_cast<char*>(&o) + offsetof(OpenSpan, name_id), &word, 4);
 }
 
+// Whether an explicit record starting at `ts_ns` may be written inline on thread `t`: not
+// negative, and not before what the thread's ring announced (ThreadState::early_ns). One signed
+// compare for both: early_ns is 0 or a CLOCK_MONOTONIC reading in ns, below 2^63.
+SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) noexcept {
+  return ts_ns >= static_cast<int64_t>(t.early_ns);
+}
+
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
 // static in the caller's function, so it lives in the .bss of the module that holds the call
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
@@ -877,7 +884,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
     // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
-                             detail::gate_open(*t) && ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             detail::gate_open(*t) && detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
       // busy while the slot is written (enter_busy: false when a signal handler dropped a
@@ -921,7 +928,7 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
     // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
     // ids of the segment of this thread's ring, a record that can be compact, an open gate.
     if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
       // busy and room as in emit().
