@@ -50,12 +50,15 @@ namespace {
 using bench::mono_ns;
 
 constexpr int kBatch = 20;  // records per timed sample (shared/design.md: 20 records per timed batch)
-constexpr const char kName[] = "bench.span.rec16";
+// As macros too, for SPANRING_EMIT, which takes string literals only.
+#define BENCH_NAME "bench.span.rec16"
+#define BENCH_ATTRS_TEXT "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567"
+constexpr const char kName[] = BENCH_NAME;
 static_assert(sizeof(kName) - 1 == 16, "the benchmark's name is 16 bytes");
 constexpr uint64_t kInv = 42;
 constexpr uint64_t kHid = 0x9f3c2a1b5d7e6f01ULL;
 // The text the 4 integer attributes of record n format to, for the arms that take text.
-constexpr const char kAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567";
+constexpr const char kAttrsText[] = BENCH_ATTRS_TEXT;
 
 // The 4 attribute values of record n; fixed digit counts keep every record the same size.
 struct Vals {
@@ -177,6 +180,16 @@ __attribute__((noinline)) void batch_emit() {
   uint64_t n = g_n;
   for (int i = 0; i < kBatch; ++i, ++n)
     spanring::emit(kName, static_cast<int64_t>(1'000'000'000 + n * 1000), 500, kAttrsText);
+  g_n = n;
+}
+
+// The same records through the call-site form (SPANRING_EMIT: both ids kept in a static
+// descriptor of this site).
+__attribute__((noinline)) void batch_emit_site() {
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i, ++n)
+    SPANRING_EMIT(BENCH_NAME, static_cast<int64_t>(1'000'000'000 + n * 1000), 500,
+                  BENCH_ATTRS_TEXT);
   g_n = n;
 }
 
@@ -501,6 +514,8 @@ int main(int argc, char** argv) {
       batch_span_site_noattr);
   add("spanring_emit", "spanring::emit(name, ts, dur, attrs), caller-supplied ts/dur",
       batch_emit);
+  add("spanring_emit_site", "SPANRING_EMIT (call-site descriptor), the same records",
+      batch_emit_site);
   add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
       "attribute string", batch_c_emit);
   add("spanring_simpler", "host-span adapter seam: gate + unified_log_host_span(&span), "
@@ -569,7 +584,8 @@ int main(int argc, char** argv) {
   std::string drainer_note;
   const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
                              wants("spanring_span_site") || wants("spanring_span_site_noattr") ||
-                             wants("spanring_emit") || wants("spanring_c_emit") ||
+                             wants("spanring_emit") || wants("spanring_emit_site") ||
+                             wants("spanring_c_emit") ||
                              wants("spanring_simpler");
   if (need_spanring) {
     try {

@@ -28,6 +28,7 @@ IR_ROWS = [
     ("spanring_span_site_noattr", "spanring `SPANRING_SPAN`, no attribute", "-", ("<=", 50)),
     ("spanring_emit", "spanring `emit`, literal name and attributes (issue 20)", "149",
      ("<=", 50)),
+    ("spanring_emit_site", "spanring `SPANRING_EMIT`, the same records", "-", ("<=", 50)),
     ("spanring_c_emit", "C ABI `spanring_emit`, 60-byte runtime attributes (issue 20)", "288",
      ("<=", 150)),
     ("spanring_simpler", "host-span adapter `unified_log_host_span`, 40-byte attributes "

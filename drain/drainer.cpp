@@ -335,7 +335,7 @@ void Drainer::report_unfinished(uint32_t index, RingState& rs) {
   for (uint32_t d = 0; d < described; ++d) {
     OpenSpan o;
     std::memcpy(&o, &r.open[d], sizeof o);  // one read of shared memory, then checks
-    if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && o.depth == rs.last_depth)
+    if (d + 1 == depth && rs.has_last && o.ts_ns == rs.last_ts && d == rs.last_depth)
       break;  // published just before the kill: written, not unfinished
     std::string_view name(o.name, o.name_len <= kOpenNameBytes ? o.name_len : kOpenNameBytes);
     bool name_cut = (o.flags & kOpenNameCut) != 0;

@@ -59,8 +59,6 @@ void id_span_begin(IdSpan& s, uint16_t name_id) noexcept {
     OpenSpan& o = ring->open[depth];
     o.ts_ns = static_cast<uint64_t>(start);
     o.inv = s.inv;
-    o.hid = s.hid;
-    o.depth = depth;
     o.name_len = 0;  // an interned name: its id, no bytes
     o.flags = tsc ? kOpenTsc : 0;
     o.name_id = name_id;

@@ -340,6 +340,47 @@ uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept {
   return static_cast<uint16_t>(seen);
 }
 
+bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const char* attrs,
+                    uint32_t attrs_len, int64_t ts_ns, int64_t dur_ns) noexcept {
+  // acquire: pairs with attach's release of the generation (with the segment's geometry).
+  const uint64_t generation = g_attach_generation.load(std::memory_order_acquire);
+  // acquire: pairs with the filler's release below, so `head` is the filler's.
+  uint64_t seen = site.word.load(std::memory_order_acquire);
+  uint16_t name_id;
+  uint16_t attrs_id;
+  if ((seen >> 32) == generation && (seen & kEmitSiteBusy) == 0) {
+    // Filled for this generation: the ids from the record's word 6 (name, keys[0]).
+    // relaxed: ordered by the acquire of `word`.
+    const uint64_t head = site.head.load(std::memory_order_relaxed);
+    name_id = static_cast<uint16_t>(head >> 32);
+    attrs_id = static_cast<uint16_t>(head >> 48);
+  } else {
+    name_id = intern(g_process.strings, name, name_len, &g_process.header->strings_full);
+    attrs_id = attrs_len == 0 ? 0
+                              : intern(g_process.strings, attrs, attrs_len,
+                                       &g_process.header->strings_full);
+    // Fill the site when it holds another generation's ids (or none) and no other thread
+    // claimed it: a CAS to busy, `head`, then `word` with release. A site being filled (busy)
+    // is left to its filler; this record used its own ids.
+    // acquire on success: the claim is ordered before the stores below as seen by this thread;
+    // no reader reads `head` while the word says busy.
+    if ((seen >> 32) != generation &&
+        site.word.compare_exchange_strong(seen, generation << 32 | kEmitSiteBusy,
+                                          std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+      site.head.store(RingWriter::compact_word6(kRecordCompact, name_id, attrs_id),
+                      std::memory_order_relaxed);
+      const bool compact = name_id != 0 && (attrs_id != 0 || attrs_len == 0);
+      // release: a thread that acquires this word sees `head` and the string entries ready
+      // (this thread acquired them in intern). kGateOpen marks a site whose record can be
+      // compact (span.h, EmitSite).
+      site.word.store(generation << 32 | (compact ? uint64_t{kGateOpen} | name_id : 0),
+                      std::memory_order_release);
+    }
+  }
+  return emit_literal(name, name_len, name_id, attrs, attrs_len, attrs_id, ts_ns, dur_ns);
+}
+
 namespace {
 // Stores the key set of a span of `site` (`keys`: kCompactAttrs pointers, null past `count`,
 // 1..kCompactAttrs; `ids` their ids in the current generation) in the site when the site holds
@@ -498,8 +539,6 @@ void detail::SpanData::begin(const char* name, size_t name_len, uint16_t name_id
     OpenSpan& o = ring->open[depth];
     o.ts_ns = static_cast<uint64_t>(start);
     o.inv = inv_;
-    o.hid = hid_;
-    o.depth = depth;
     if (name_id != 0) {
       // An interned name: its id, no bytes.
       o.name_len = 0;

@@ -244,6 +244,24 @@ class SPANRING_HIDDEN RingWriter {
                                                   uint32_t dur,
                                                   uint16_t flags, uint16_t name, uint64_t keys,
                                                   uint8_t depth, uint8_t attrs) noexcept {
+    // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
+    put_compact_words(ts, inv, hid, values01, values23, dur, compact_word6(flags, name, keys),
+                      keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+  }
+
+  // A CompactRecord's word 6 (bytes 48..55): slots = 1, `flags`, `name`, keys[0] (the low 16
+  // bits of `keys`). Constant for a call site whose name and keys are (SPANRING_EMIT's site
+  // keeps it: span.h, EmitSite).
+  static constexpr uint64_t compact_word6(uint16_t flags, uint16_t name, uint64_t keys) noexcept {
+    return 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48;
+  }
+
+  // put_compact with the record's last two words given: `word6` (compact_word6) and `word7`
+  // (keys[1..3], depth, attrs: bytes 56..63).
+  __attribute__((always_inline)) void put_compact_words(uint64_t ts, uint64_t inv, uint64_t hid,
+                                                        uint64_t values01, uint64_t values23,
+                                                        uint32_t dur, uint64_t word6,
+                                                        uint64_t word7) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
     // reloaded; the record is 8 stores of 8 bytes.
     const uint64_t head = own_head_;
@@ -259,9 +277,8 @@ class SPANRING_HIDDEN RingWriter {
     store_word(rec, 3, values01);
     store_word(rec, 4, values23);
     store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
-    // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
-    store_word(rec, 6, 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48);
-    store_word(rec, 7, keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    store_word(rec, 6, word6);
+    store_word(rec, 7, word7);
     next_seq_ = seq + 1;
     own_head_ = head + 1;
     // release: the record's bytes are visible to the drainer's acquire of head.

@@ -72,7 +72,9 @@ inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // Version 5: the string table (StringEntry, SegmentHeader::strings_offset, string_entries,
 // strings_full), one-slot compact records (kRecordCompact, CompactRecord) and OpenSpan naming
 // its span by string id (OpenSpan::name_id).
-inline constexpr uint32_t kLayoutVersion = 5;
+// Version 6: OpenSpan without depth (its index) and callable hash; name_id, flags and name_len
+// one word at offset 16, kOpenTsc bit 0 (so the inline Span begin notes a span in 3 stores).
+inline constexpr uint32_t kLayoutVersion = 6;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -272,27 +274,32 @@ inline constexpr uint32_t kMaxRingCount = 1u << 16;     // rings: sanity bound
 // A span that is open (begun, not yet ended) on a ring's owner thread: written by the owner at
 // Span begin, read by the drainer only after the owner died, to report it as unfinished. Its
 // name is either the string-table entry `name_id` (when non-zero: an interned name, no bytes
-// copied) or the first name_len bytes of `name`.
+// copied) or the first name_len bytes of `name`. The entry at open[d] is the span at depth d:
+// its depth is its index, not stored. The callable hash is not kept (an unfinished span is
+// reported with its invocation only). name_id, flags and name_len are one 32-bit word, which
+// the inline Span begin writes with one store (span.h, open_note_word): for an interned name
+// timed by the counter it is name_id | kOpenTsc << 16, the low 32 bits of a SPANRING_SPAN
+// site's word (kOpenTsc << 16 == kGateOpen, static_assert'ed in span.h).
 struct OpenSpan {
   uint64_t ts_ns;      // span start, CLOCK_MONOTONIC ns, or TSC ticks when kOpenTsc is set
   uint64_t inv;        // invocation id
-  uint64_t hid;        // callable hash
-  uint32_t depth;      // nesting depth
-  uint8_t name_len;    // raw name bytes stored in name[], 0..kOpenNameBytes (0 with name_id)
-  uint8_t flags;       // kOpenNameCut, kOpenTsc
   uint16_t name_id;    // string id of the whole name; 0: the name is in name[]
+  uint8_t flags;       // kOpenTsc, kOpenNameCut
+  uint8_t name_len;    // raw name bytes stored in name[], 0..kOpenNameBytes (0 with name_id)
+  uint32_t reserved0;  // 0; never written by the producer, never read
   char name[32];       // the first raw name bytes
+  uint64_t reserved1;  // 0; never written by the producer, never read
 };
 static_assert(std::is_standard_layout_v<OpenSpan>);
 static_assert(sizeof(OpenSpan) == 64);
-static_assert(offsetof(OpenSpan, depth) == 24);
-static_assert(offsetof(OpenSpan, name_len) == 28);
-static_assert(offsetof(OpenSpan, flags) == 29);
-static_assert(offsetof(OpenSpan, name_id) == 30);
-static_assert(offsetof(OpenSpan, name) == 32);
+static_assert(offsetof(OpenSpan, inv) == 8);
+static_assert(offsetof(OpenSpan, name_id) == 16);
+static_assert(offsetof(OpenSpan, flags) == 18);
+static_assert(offsetof(OpenSpan, name_len) == 19);
+static_assert(offsetof(OpenSpan, name) == 24);
 // OpenSpan::flags.
-inline constexpr uint8_t kOpenNameCut = 1u << 0;  // the name went on past name[] (report: `~`)
-inline constexpr uint8_t kOpenTsc = 1u << 1;      // ts_ns is TSC ticks (as with kRecordTsc)
+inline constexpr uint8_t kOpenTsc = 1u << 0;      // ts_ns is TSC ticks (as with kRecordTsc)
+inline constexpr uint8_t kOpenNameCut = 1u << 1;  // the name went on past name[] (report: `~`)
 inline constexpr uint32_t kOpenNameBytes = sizeof(OpenSpan::name);
 // Open spans kept per thread for crash reports; deeper ones are counted (open_depth) but not
 // described. Eight covers the nesting of the runtimes [STRACE] comes from (depth <= 4).

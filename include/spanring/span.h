@@ -182,6 +182,27 @@ SPANRING_ALWAYS_INLINE void string_ids(const char* a, uint32_t len_a, const char
   id_b = string_id_in(table, b, len_b);
 }
 
+// The open-span note's word (OpenSpan::name_id, flags, name_len as one little-endian 32-bit
+// word) of a span with interned name `id`, timed by the counter: id | kOpenTsc << 16, name_len
+// 0. A SPANRING_SPAN site's word (generation << 32 | kGateOpen | id) holds it as its low 32
+// bits, so the site's begin stores it without computing it.
+static_assert(uint32_t{kOpenTsc} << 16 == kGateOpen && offsetof(OpenSpan, flags) == 18 &&
+              offsetof(OpenSpan, name_len) == 19 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+constexpr uint32_t open_note_word(uint16_t id) noexcept {
+  return id | uint32_t{kOpenTsc} << 16;
+}
+// Stores `word` (open_note_word) as `o`'s name_id, flags and name_len: one 32-bit store.
+SPANRING_ALWAYS_INLINE void store_open_word(OpenSpan& o, uint32_t word) noexcept {
+  std::memcpy(reinterpret_cast<char*>(&o) + offsetof(OpenSpan, name_id), &word, 4);
+}
+
+// Whether an explicit record starting at `ts_ns` may be written inline on thread `t`: not
+// negative, and not before what the thread's ring announced (ThreadState::early_ns). One signed
+// compare for both: early_ns is 0 or a CLOCK_MONOTONIC reading in ns, below 2^63.
+SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) noexcept {
+  return ts_ns >= static_cast<int64_t>(t.early_ns);
+}
+
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
 // static in the caller's function, so it lives in the .bss of the module that holds the call
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
@@ -263,6 +284,29 @@ SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t gener
   ids = site.key_ids.load(std::memory_order_relaxed);
   return same_keys(site.keys, k0, k1, k2, k3);
 }
+
+// The descriptor of one SPANRING_EMIT call site: a function-local static of the caller's
+// (inside the macro's lambda), so, like SpanSite, it lives in the .bss of the module that holds
+// the call and is unmapped with it; constant-initialised, shared by every thread that runs the
+// site. One site always has one literal name and one literal attribute text.
+//
+// `word`: generation << 32 | kGateOpen | name id when the record can be compact (the name has
+// an id, and the attribute text is empty or has one), laid out as SpanSite::name so that emit
+// tests the site and the thread's gate word in one XOR and shift (see SpanSite); generation
+// << 32 when it cannot; generation << 32 | kEmitSiteBusy while one thread fills the site;
+// kSiteEmpty before first use. `head`: the CompactRecord's word 6 for the site
+// (RingWriter::compact_word6(kRecordCompact, name id, attrs id): both ids, 0 where there is
+// none), written by the filler after its claim of `word` (a CAS to busy) and before `word`'s
+// release; read after an acquire of `word` of the reader's generation, so it is the filler's.
+// As for SpanSite, attaching again while other threads record is not supported, so no refill
+// of a later generation overlaps a read.
+inline constexpr uint64_t kEmitSiteBusy = uint64_t{1} << 24;  // above every gate bit
+static_assert(kEmitSiteBusy > kGateClock && kEmitSiteBusy < (uint64_t{1} << 32));
+struct EmitSite {
+  std::atomic<uint64_t> word{kSiteEmpty};
+  std::atomic<uint64_t> head{0};
+};
+static_assert(std::is_standard_layout_v<EmitSite> && std::is_trivially_destructible_v<EmitSite>);
 }  // namespace detail
 
 // True when records from this process go to a segment. Any thread; a relaxed load.
@@ -324,6 +368,11 @@ bool emit_text(const char* name, int64_t ts_ns, int64_t dur_ns, const char* attr
 // none): the record is compact when both have ids (else as emit_text). Same contract as emit().
 bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const char* attrs,
                   uint32_t attrs_len, uint16_t attrs_id, int64_t ts_ns, int64_t dur_ns) noexcept;
+// emit_literal for SPANRING_EMIT's site `site`: the two ids from the site when it is filled for
+// the current attach generation, else interned, and the site filled with them when no other
+// thread is filling it. Same contract as emit().
+bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const char* attrs,
+                    uint32_t attrs_len, int64_t ts_ns, int64_t dur_ns) noexcept;
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -439,7 +488,7 @@ class Span : private detail::SpanData {
         if (__builtin_expect(id != 0 && t != nullptr && detail::gate_open(*t) &&
                                  t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, id, nullptr);
+          begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
       } else {
@@ -475,7 +524,8 @@ class Span : private detail::SpanData {
         if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
                                  t->depth < kOpenSpanMax,
                              1))
-          begin_inline(*t, name, static_cast<uint16_t>(word), &site);
+          begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word),
+                       &site);
         else
           begin_library(name, __builtin_strlen(name),
                         detail::site_name_id(site, name,
@@ -663,8 +713,11 @@ class Span : private detail::SpanData {
   // its end_at sets them for a span begun here (inline_ != 0: the name's length, the counter,
   // packed) and settle() before an attribute goes there; stored here they would be stores on
   // every span (the compiler keeps them in memory: only the fallbacks' copies read them).
+  // `note` is the open-span note's word for the name (detail::open_note_word(name_id)), which
+  // a SPANRING_SPAN site's word holds as its low 32 bits.
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
-                                           uint16_t name_id, detail::SpanSite* site) noexcept {
+                                           uint16_t name_id, uint32_t note,
+                                           detail::SpanSite* site) noexcept {
     const uint32_t depth = t.depth;
     const uint64_t inv = t.inv;
     const uint64_t hid = t.hid;
@@ -691,11 +744,8 @@ class Span : private detail::SpanData {
     OpenSpan& o = ring->open[depth];
     o.ts_ns = start;
     o.inv = inv;
-    o.hid = hid;
-    o.depth = depth;
-    o.name_len = 0;  // an interned name: its id, no bytes
-    o.flags = kOpenTsc;
-    o.name_id = name_id;
+    // name_id, kOpenTsc and name_len 0 (an interned name: its id, no bytes) in one store.
+    detail::store_open_word(o, note);
     // After the note's stores, which GCC cannot tell from the state's: one store of depth.
     t.depth = depth + 1;
     // relaxed: read by the drainer only once this process is dead.
@@ -834,7 +884,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
     // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
-                             detail::gate_open(*t) && ts_ns >= 0 && static_cast<uint64_t>(ts_ns) >= t->early_ns &&
+                             detail::gate_open(*t) && detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
       // busy while the slot is written (enter_busy: false when a signal handler dropped a
@@ -856,6 +906,74 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
   }
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }
+
+// emit() for the call site `site` (SPANRING_EMIT's form): `name` and `attrs` are the site's
+// string literals, the same at every call. The record and the output are emit()'s; the two
+// string ids come from the site (one acquire load, tested with the thread's gate word in one
+// XOR and shift, then the record's word 6 from the site) instead of two lookups in the
+// module's table. A name or text GCC does not see as a literal (-O0, clang) takes emit()'s path
+// and leaves the site alone.
+SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64_t ts_ns,
+                                 int64_t dur_ns, const char* attrs) noexcept {
+  if (!enabled()) return false;
+  if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
+      __builtin_strlen(name) <= kStringMaxBytes && __builtin_constant_p(__builtin_strlen(attrs)) &&
+      __builtin_strlen(attrs) <= kStringMaxBytes) {
+    const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
+    const uint32_t attrs_len = static_cast<uint32_t>(__builtin_strlen(attrs));
+    // acquire: pairs with emit_site_slow's release, so the string entries the ids name are
+    // seen ready and `head` is the filler's.
+    const uint64_t word = site.word.load(std::memory_order_acquire);
+    detail::ThreadState* const t = detail::t_self;
+    // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
+    // ids of the segment of this thread's ring, a record that can be compact, an open gate.
+    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                             detail::ts_announced(*t, ts_ns) &&
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                         1)) {
+      // busy and room as in emit().
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(), 1)) {
+        // relaxed: ordered after the filler's store by the acquire of `word` above.
+        const uint64_t head = site.head.load(std::memory_order_relaxed);
+        t->ring.put_compact_words(
+            static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0, static_cast<uint32_t>(dur_ns),
+            head,
+            uint64_t{t->depth} << 48 | static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56);
+        detail::release_open_busy(*t);
+        return true;
+      }
+      detail::release_busy(*t);
+    }
+    return detail::emit_site_slow(site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
+  }
+  return detail::emit_text(name, ts_ns, dur_ns, attrs);
+}
+
+#if defined(__cpp_constinit)
+#define SPANRING_SITE_CONSTINIT constinit
+#else
+#define SPANRING_SITE_CONSTINIT
+#endif
+
+// SPANRING_EMIT(name, ts_ns, dur_ns, attrs): emit(name, ts_ns, dur_ns, attrs) with a descriptor
+// of this call site (detail::EmitSite) as a function-local static: the same record and output
+// bytes, cheaper because the string ids of `name` and `attrs` are kept in the site, valid for
+// the segment the process is attached to (a fork keeps them; an attach resolves them again on
+// the site's next use). `name` and `attrs` must be string literals (anything else does not
+// compile; "" for no attributes). An expression of type bool (emit()'s result); `ts_ns` and
+// `dur_ns` are evaluated once. Where the site lives, and the caveat for inline functions and
+// templates: as SPANRING_SPAN's (below). SPANRING_COMPILED_OUT: false, the arguments not
+// evaluated.
+#ifdef SPANRING_COMPILED_OUT
+#define SPANRING_EMIT(name, ts_ns, dur_ns, attrs) \
+  (static_cast<void>(sizeof(ts_ns)), static_cast<void>(sizeof(dur_ns)), false)
+#else
+#define SPANRING_EMIT(name, ts_ns, dur_ns, attrs)                                        \
+  ([&]() noexcept -> bool {                                                              \
+    static SPANRING_SITE_CONSTINIT ::spanring::detail::EmitSite spanring_emit_site;      \
+    return ::spanring::emit(spanring_emit_site, "" name, ts_ns, dur_ns, "" attrs);        \
+  }())
+#endif
 
 // SPANRING_SPAN(var, "name"): declares `spanring::Span var` for the string literal `name`,
 // with a descriptor of this call site (detail::SpanSite) as a function-local static of the
@@ -887,11 +1005,6 @@ struct NullSpan {
 };
 #define SPANRING_SPAN(var, name) ::spanring::NullSpan var { "" name }
 #else
-#if defined(__cpp_constinit)
-#define SPANRING_SITE_CONSTINIT constinit
-#else
-#define SPANRING_SITE_CONSTINIT
-#endif
 #define SPANRING_SPAN(var, name)                                                   \
   static SPANRING_SITE_CONSTINIT ::spanring::detail::SpanSite spanring_site_##var; \
   ::spanring::Span var { spanring_site_##var, "" name }

@@ -66,7 +66,8 @@ struct SPANRING_HIDDEN ThreadState {
   // An explicit record (emit) whose ts_ns is below this goes through the library, which may
   // have to announce the process' clock anchor at the clock's origin first (span.cpp,
   // lower_anchor): the anchor's CLOCK_MONOTONIC ns while this thread's ring was not told so,
-  // 0 once it was. Set when the ring is claimed.
+  // 0 once it was. Set when the ring is claimed. Below 2^63 (a CLOCK_MONOTONIC reading), so
+  // span.h's ts_announced compares it with a signed ts_ns, which also refuses a negative one.
   uint64_t early_ns;
   KeyMemo key_memo[kKeyMemoSlots];
   // ---- cold: the library's only

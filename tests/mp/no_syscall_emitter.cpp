@@ -15,7 +15,8 @@
 // 4. With --call-getpid: syscall(SYS_getpid) once (the negative control: must be counted).
 // 5. Emits N spans (default 100,000), alternating the RAII Span with 4 integer attributes (every
 //    other one through SPANRING_SPAN, whose call site is first used here) and the C ABI's
-//    spanring_emit, then exit_group(trapped == 0 ? 0 : 1) directly.
+//    spanring_emit (every other one named the same through SPANRING_EMIT, whose call site is
+//    first used here), then exit_group(trapped == 0 ? 0 : 1) directly.
 // Between 2 and the exit nothing else runs: no stdio, no allocation, no locks. The report
 // page (MAP_SHARED) is plain memory, so writing it is no syscall; it tells the test how many
 // syscalls were trapped and the number of the first one.
@@ -190,6 +191,10 @@ int main(int argc, char** argv) {
       // set stored) under the filter.
       SPANRING_SPAN(span, "nosys.span");
       span.attr("a", i).attr("b", i * 2).attr("c", i * 3).attr("d", i ^ 0x55u);
+    } else if (i % 8 == 7) {
+      // The C ABI's name through SPANRING_EMIT: its site is first used (both strings interned,
+      // the site filled) under the filter.
+      SPANRING_EMIT("nosys.c", spanring::now_ns(), 1, "site=1");
     } else if (spanring_enabled() != 0) {  // as C ABI callers do before building a record
       char* p = attrs;
       std::memcpy(p, "seq=", 4);

@@ -504,3 +504,35 @@ TEST_CASE("a drop marked between the gate's test and the busy bit keeps the reco
   CHECK((recs[1].flags() & kRecordCompact) == 0);
   CHECK((recs[2].flags() & kRecordCompact) != 0);
 }
+
+// ---- SPANRING_SPAN's open-span note
+
+TEST_CASE("an open SPANRING_SPAN is noted by its site's id, at its depth, in one word") {
+  TestSegment t("site_open");
+  uint32_t ring = ~0u;
+  uint64_t word = 0;
+  std::thread([&] {
+    SPANRING_SPAN(outer, "open.site.outer");
+    { SPANRING_SPAN(warm, "open.site.inner"); }  // the site's first span fills it
+    SPANRING_SPAN(inner, "open.site.inner");
+    word = spanring_site_inner.name.load(std::memory_order_relaxed);
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) ring = i;
+    REQUIRE(ring != ~0u);
+    const RingHeader& r = t.seg.ring(ring);
+    CHECK(r.open_depth.load(std::memory_order_relaxed) == 2);
+    const OpenSpan& o = r.open[1];
+    CHECK(o.name_id == static_cast<uint16_t>(word));
+    CHECK(o.name_len == 0);
+    CHECK(o.inv == 0);
+    // Timed by the counter wherever the inline path runs (a machine without an invariant TSC
+    // times Spans by clock_gettime and begins them in the library: no kOpenTsc there).
+    CHECK((o.flags & ~kOpenTsc) == 0);
+    CHECK(o.reserved0 == 0);
+    CHECK(o.reserved1 == 0);
+    CHECK(r.open[0].name_id != 0);
+  }).join();
+  CHECK(t.string(static_cast<uint16_t>(word)) == "open.site.inner");
+}
+

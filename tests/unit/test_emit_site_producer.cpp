@@ -1,0 +1,182 @@
+// SPANRING_EMIT, the call-site form of emit (span.h, detail::EmitSite), read straight from the
+// ring slots and the string table (no drainer): the same record bytes as emit, a site's ids kept
+// for the current attach and resolved again after another attach. Its own executable: every
+// case attaches to a segment of its own, and a process keeps at most 16 attached regions off
+// the heap (Segment::leak). Compiled with -O2 (tests/meson.build): literal detection needs the
+// optimizer.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <spanring/segment.h>
+#include <spanring/span.h>
+
+#include "producer_test_util.h"
+
+#include <cstring>
+#include <string>
+
+using namespace spanring;
+using producer_test::Slot;
+using producer_test::TestSegment;
+
+#ifndef __OPTIMIZE__
+#error "test_emit_site_producer.cpp must be compiled with optimization (literal detection)"
+#endif
+
+namespace {
+
+// A record's bytes as the drainer uses them: without the times and the sequence number, which
+// differ between two spans, and without a compact record's value and key slots past its count
+// (never read: the Span leaves those values unset).
+std::string record_bytes(const Slot& s) {
+  Slot c = s;
+  if ((c.flags() & kRecordCompact) != 0) {
+    CompactRecord r = c.compact();
+    r.ts_ns = 0;
+    r.dur_ns = 0;
+    r.seq_lo = 0;
+    const uint32_t count = (r.attrs & kCompactAttrsText) != 0 ? 0 : r.attrs & 7u;
+    for (uint32_t i = count; i < kCompactAttrs; ++i) r.values[i] = 0;
+    for (uint32_t i = (r.attrs & kCompactAttrsText) != 0 ? 1 : count; i < kCompactAttrs; ++i)
+      r.keys[i] = 0;
+    return std::string(reinterpret_cast<const char*>(&r), sizeof r);
+  }
+  RecordHeader h = c.header();
+  h.seq = h.ts_ns = h.dur_ns = 0;
+  return std::string(reinterpret_cast<const char*>(&h), offsetof(RecordHeader, payload)) +
+         c.payload.substr(0, size_t{h.name_len} + h.attrs_len);
+}
+
+// Writes a string entry with `text` at id `id` of `seg`'s table, as a producer would: a later
+// intern of another string that probes there goes past it.
+void occupy(Segment& seg, uint16_t id, const std::string& text) {
+  StringEntry& e = seg.view().strings()[id];
+  REQUIRE(e.state.load(std::memory_order_acquire) == kStringEmpty);
+  e.len = static_cast<uint32_t>(text.size());
+  std::memcpy(e.bytes, text.data(), text.size());
+  e.hash = string_hash(e.bytes, e.len);
+  e.state.store(kStringReady, std::memory_order_release);
+}
+
+}  // namespace
+
+// ---- SPANRING_EMIT: the call-site form of emit (span.h, detail::EmitSite)
+
+namespace {
+// One record of every emit shape, through emit (site == false) or SPANRING_EMIT.
+void emit_shapes(bool site) {
+  for (int round = 0; round < 3; ++round) {
+    const int64_t ts = 1000 + round;
+    if (site) {
+      CHECK(SPANRING_EMIT("emit.same", ts, 20, "run_id=7 task_slot=42"));
+      CHECK(SPANRING_EMIT("emit.same.noattrs", ts, 20, ""));
+      CHECK(SPANRING_EMIT("emit.same.longdur", ts, int64_t{1} << 33, "x=1"));
+      CHECK(!SPANRING_EMIT("emit.same.negative", -1, 20, "x=1"));
+      CHECK(SPANRING_EMIT("emit.same.name.of.more.than.sixty.four.bytes.is.never.interned.in.the.table", ts, 20, "x=1"));
+      Span s{"emit.same.parent"};
+      CHECK(SPANRING_EMIT("emit.same.child", ts, 20, "depth=1"));
+    } else {
+      CHECK(emit("emit.same", ts, 20, "run_id=7 task_slot=42"));
+      CHECK(emit("emit.same.noattrs", ts, 20, ""));
+      CHECK(emit("emit.same.longdur", ts, int64_t{1} << 33, "x=1"));
+      CHECK(!emit("emit.same.negative", -1, 20, "x=1"));
+      CHECK(emit("emit.same.name.of.more.than.sixty.four.bytes.is.never.interned.in.the.table", ts, 20, "x=1"));
+      Span s{"emit.same.parent"};
+      CHECK(emit("emit.same.child", ts, 20, "depth=1"));
+    }
+  }
+}
+
+// One SPANRING_EMIT site, whose descriptor the caller gets.
+const detail::EmitSite* emit_site_once(int64_t ts) {
+  const detail::EmitSite* seen = nullptr;
+  [&] {
+    static constinit detail::EmitSite site;
+    CHECK(emit(site, "emit.site.kept", ts, 5, "k=v"));
+    seen = &site;
+  }();
+  return seen;
+}
+}  // namespace
+
+TEST_CASE("SPANRING_EMIT records the same bytes as emit for the same records") {
+  TestSegment t("emit_site_same");
+  const auto plain = t.records_of([] { emit_shapes(false); });
+  const auto site = t.records_of([] { emit_shapes(true); });
+  REQUIRE(plain.size() == 3 * 7);
+  REQUIRE(site.size() == plain.size());
+  size_t compact = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(plain[i].flags() == site[i].flags());
+    CHECK(record_bytes(plain[i]) == record_bytes(site[i]));
+    // The caller's times (the parent Span's are the counter's: they differ).
+    if ((site[i].flags() & kRecordCompact) != 0 && plain[i].compact().ts_ns < 100000) {
+      CHECK(plain[i].compact().ts_ns == site[i].compact().ts_ns);
+      CHECK(plain[i].compact().dur_ns == site[i].compact().dur_ns);
+    } else if ((site[i].flags() & kRecordCompact) == 0) {
+      CHECK(plain[i].header().ts_ns == site[i].header().ts_ns);
+      CHECK(plain[i].header().dur_ns == site[i].header().dur_ns);
+    }
+    compact += (site[i].flags() & kRecordCompact) != 0;
+  }
+  // Per round: the two literal records, the child (depth 1) and its parent span.
+  CHECK(compact == 3 * 4);
+}
+
+TEST_CASE("a SPANRING_EMIT site keeps both ids for the current attach and writes them inline") {
+  TestSegment t("emit_site_kept");
+  const uint32_t generation = detail::g_attach_generation.load(std::memory_order_relaxed);
+  const detail::EmitSite* seen = nullptr;
+  const auto recs = t.records_of([&] {
+    for (int i = 0; i < 3; ++i) seen = emit_site_once(100 + i);
+  });
+  REQUIRE(seen != nullptr);
+  REQUIRE(recs.size() == 3);
+  const uint64_t word = seen->word.load(std::memory_order_relaxed);
+  CHECK((word >> 32) == generation);
+  CHECK((word & 0xffffffffu) == (kGateOpen | static_cast<uint16_t>(word)));
+  const uint64_t head = seen->head.load(std::memory_order_relaxed);
+  CHECK(head == RingWriter::compact_word6(kRecordCompact, static_cast<uint16_t>(word),
+                                          static_cast<uint16_t>(head >> 48)));
+  CHECK(t.string(static_cast<uint16_t>(word)) == "emit.site.kept");
+  CHECK(t.string(static_cast<uint16_t>(head >> 48)) == "k=v");
+  for (size_t i = 0; i < recs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[i].compact();
+    CHECK(c.name == static_cast<uint16_t>(word));
+    CHECK(c.keys[0] == static_cast<uint16_t>(head >> 48));
+    CHECK(c.attrs == kCompactAttrsText);
+    CHECK(c.ts_ns == 100 + i);
+    CHECK(c.dur_ns == 5);
+    CHECK(c.seq_lo == i);
+  }
+}
+
+TEST_CASE("attaching again makes a SPANRING_EMIT site resolve its ids in the new segment") {
+  uint16_t first_name = 0, first_attrs = 0;
+  {
+    TestSegment t1("emit_site_reattach1");
+    const auto recs = t1.records_of([] { emit_site_once(1); emit_site_once(2); });
+    REQUIRE(recs.size() == 2);
+    REQUIRE((recs[1].flags() & kRecordCompact) != 0);
+    first_name = recs[1].compact().name;
+    first_attrs = recs[1].compact().keys[0];
+  }
+  // Other strings at the first segment's ids: a site that kept them would name these.
+  TestSegment t2("emit_site_reattach2");
+  // (TestSegment attached the process to t2; its table is empty, so occupy the old ids.)
+  occupy(t2.seg, first_name, "decoy.name");
+  occupy(t2.seg, first_attrs, "decoy=attrs");
+  const auto recs = t2.records_of([] { emit_site_once(3); emit_site_once(4); });
+  REQUIRE(recs.size() == 2);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[i].compact();
+    CHECK(t2.string(c.name) == "emit.site.kept");
+    CHECK(t2.string(c.keys[0]) == "k=v");
+    CHECK(c.ts_ns == 3 + i);
+  }
+}
