@@ -401,11 +401,10 @@ struct alignas(64) SegmentHeader {
   // Rings claimed so far (wraps): a claimer adds 1 once its ring is kRingActive and then wakes
   // the drainer with FUTEX_WAKE on this word; the drainer's idle wait is a FUTEX_WAIT on it
   // (drain/drainer.h, wait_for_claim), so a thread's first records are read within a warm
-  // poll (<= 1 ms), not after the rest of an idle sleep (up to 20 ms). Zero in a new segment;
-  // these bytes were reserved (zero) in earlier builds of layout 5, whose producers leave the
-  // word alone: their claims are seen at the drainer's next poll, as before. A count only,
-  // never trusted for anything else: a changed value makes the drainer look at every ring
-  // once. fetch_add, release (claim_ring).
+  // poll (<= 1 ms), not after the rest of an idle sleep (up to 20 ms). Zero in a new segment
+  // (layout version 6). A count only, never trusted for anything else: a changed value makes
+  // the drainer look at every ring once, a word that never changes leaves it to its idle
+  // polls. fetch_add, release (claim_ring).
   std::atomic<uint32_t> ring_claims;
   uint8_t reserved1[36];
 
