@@ -1,6 +1,7 @@
 #include "format/binary_reader.h"
 
 #include "format/block_frame.h"
+#include "format/text_sink.h"
 #include "format/tsc_clock.h"
 
 #include "src/record_decode.h"
@@ -37,7 +38,18 @@ struct FileStrings {
     out = std::string_view(bytes[id], len[id]);
     return true;
   }
+  // resolve() without a message: false when `id` is not defined (the caller then decodes the
+  // record the ordinary way, which says why).
+  bool find(uint32_t id, std::string_view& out) const noexcept {
+    if (id == 0 || id >= kStringTableEntries || len[id] == 0) return false;
+    out = std::string_view(bytes[id], len[id]);
+    return true;
+  }
 };
+
+// Bytes allocated (zeroed) past the block payload buffer's capacity: the text line's 16-byte
+// reads (format_span_plain) go at most 15 bytes past a record's payload.
+constexpr size_t kPayloadSlack = 16;
 
 // What the records of a run are, to its reader.
 enum class RunShape : uint8_t {
@@ -216,6 +228,94 @@ template <class Resolve, class OnSpan, class OnCorrupt>
   }
 }
 
+// The records of a run whose records all frame and pass the decoder's framing checks
+// (run_shape() kWhole) for a visitor with text lines (EventVisitor::text_lines): each record
+// formatted straight from the run's bytes by the text drainer's direct line (format_span_plain
+// for an ordinary record, whose payload is read in place; format_span_compact for a compact
+// one, its strings resolved through the file's definitions), its TSC times converted by `spans`
+// as on_span converts them. A record the line does not copy as it is (a byte to escape, a NUL
+// in the name, malformed packed attributes, a string id not defined, TSC times before any clock
+// event) is decoded as decode_run decodes it, with the same messages, and delivered by on_span
+// or counted by `corrupt`. The run's bytes are this reader's own copy, so reading a record
+// again after the line refused it reads the same bytes. The line's 16-byte reads go at most 15
+// bytes past a record's payload, so past the run's end only into the payload buffer's
+// kPayloadSlack (read_binary_trace).
+template <class OnSpan, class OnCorrupt>
+void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& spans,
+                    bool have_clock, const FileStrings& strings, TextLines& lines,
+                    RecordCopy& rec, OnSpan& on_span, OnCorrupt& corrupt) {
+  auto resolve = [&strings](uint32_t id, std::string_view& out, std::string& w) {
+    return strings.resolve(id, out, w);
+  };
+  uint32_t at = 0;
+  std::string why;
+  for (uint32_t i = 0; i < b.records; ++i) {
+    const uint64_t seq = b.first_seq + i;
+    const char* const slot = slots + size_t{at} * kSlotBytes;
+    RecordHeader h;
+    std::memcpy(&h, slot, sizeof h);
+    const bool tsc = (h.flags & kRecordTsc) != 0;
+    char* const out = lines.out.room(kPlainLineRoom);
+    size_t n = 0;
+    if ((h.flags & kRecordCompact) != 0) {
+      CompactRecord c;
+      std::memcpy(&c, slot, sizeof c);
+      uint16_t ids[1 + kCompactAttrs];
+      std::string_view text[1 + kCompactAttrs];
+      const uint32_t k = compact_string_ids(c, ids);
+      bool resolved = have_clock || !tsc;
+      for (uint32_t j = 0; j < k && resolved; ++j) resolved = strings.find(ids[j], text[j]);
+      if (resolved) {
+        h.ts_ns = c.ts_ns;
+        h.dur_ns = c.dur_ns;
+        if (tsc) {
+          const TscClock::Interval ns = spans(c.ts_ns, c.dur_ns);
+          h.ts_ns = ns.start_ns;
+          h.dur_ns = ns.dur_ns;
+        }
+        h.inv = c.inv;
+        h.hid = c.hid;
+        h.depth = c.depth;
+        h.seq = seq;
+        h.flags = 0;
+        h.slots = 1;
+        n = lines.sink.span_compact(out, b.pid, b.tid, h, c, text);
+      }
+      if (n == 0) {
+        std::memcpy(&rec.header, slot, sizeof rec.header);
+        const bool ok = decode_compact(c, seq, resolve, rec, RecordWhere{"run record ", i,
+                                                                         " at slot ", at},
+                                       why);
+        if (ok) on_span(static_cast<const RecordCopy&>(rec));
+        else corrupt(seq, why);
+      }
+      at += 1;
+    } else {
+      const uint16_t nslots = h.slots;  // framed: 1..kMaxRecordSlots within the run
+      if (have_clock || !tsc) {
+        if (tsc) {
+          const TscClock::Interval ns = spans(h.ts_ns, h.dur_ns);
+          h.ts_ns = ns.start_ns;
+          h.dur_ns = ns.dur_ns;
+          h.flags &= static_cast<uint16_t>(~kRecordTsc);
+        }
+        n = lines.sink.span_plain(out, b.pid, b.tid, h,
+                                  slot + offsetof(RecordHeader, payload));
+      }
+      if (n == 0) {
+        std::memcpy(&rec.header, slot, sizeof rec.header);
+        copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slot) + kSlotBytes);
+        const bool ok = finish_ordinary(rec, RecordWhere{"run record ", i, " at slot ", at},
+                                        why);
+        if (ok) on_span(static_cast<const RecordCopy&>(rec));
+        else corrupt(seq, why);
+      }
+      at += nslots;
+    }
+    lines.out.commit(n);
+  }
+}
+
 // A version 3 run (no TSC time: check_run refused any), out of line for the same reason.
 template <class Resolve, class OnCorrupt>
 [[gnu::noinline]] void deliver_v3(const char* slots, const RunBody& b, EventVisitor& v,
@@ -246,8 +346,14 @@ template <class Resolve, class OnCorrupt>
     v.drops(DropsEvent{b.pid, b.tid, 1, seq, seq, DropReason::kCorrupt});
   };
   const char* const slots = body + fixed;
+  TextLines* const lines = shape == RunShape::kWhole ? v.text_lines() : nullptr;
   if (!v4) {
-    if (shape == RunShape::kWhole) {
+    if (lines != nullptr) {
+      auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
+      static const TscClock kNoClock{TscClock::Replay{}};
+      const TscClock::Spans spans(kNoClock, TscClock::Pair{0, 0});  // a v3 run has no TSC
+      deliver_direct(slots, b, spans, false, strings, *lines, rec, on_span, corrupt);
+    } else if (shape == RunShape::kWhole) {
       deliver_v3(slots, b, v, resolve, rec, corrupt);
     } else {
       auto on_span = [&](const RecordCopy& r) { v.span(SpanEvent::of(b.pid, b.tid, r)); };
@@ -281,6 +387,10 @@ template <class Resolve, class OnCorrupt>
   };
   if (shape != RunShape::kWhole) {
     deliver_damaged(slots, b, true, resolve, rec, on_span, corrupt);
+    return;
+  }
+  if (lines != nullptr) {
+    deliver_direct(slots, b, spans, have_clock, strings, *lines, rec, on_span, corrupt);
     return;
   }
   decode_run(slots, b.records, b.first_seq, resolve, rec, on_span, corrupt);
@@ -569,6 +679,8 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
   // are read into it before anything looks at them). A zero-filling vector cost a store per
   // byte of the largest block, which grows with the file: ~20 instructions per record of
   // `convert` (callgrind).
+  // kPayloadSlack bytes past its capacity: the direct line's 16-byte reads past a run's last
+  // record (deliver_direct) stay inside the allocation.
   std::unique_ptr<char[]> payload;
   size_t payload_cap = 0;
   bool have_seq = false;
@@ -615,8 +727,9 @@ ReadResult read_binary_trace(TraceInput& in, EventVisitor& visitor, uint64_t* la
     while (have < bh.payload_bytes) {
       const size_t step = std::min<size_t>(bh.payload_bytes - have, 1u << 20);
       if (payload_cap < have + step) {
-        auto grown = std::make_unique_for_overwrite<char[]>(have + step);
+        auto grown = std::make_unique_for_overwrite<char[]>(have + step + kPayloadSlack);
         if (have != 0) std::memcpy(grown.get(), payload.get(), have);
+        std::memset(grown.get() + have + step, 0, kPayloadSlack);  // read, never used
         payload = std::move(grown);
         payload_cap = have + step;
       }

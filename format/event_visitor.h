@@ -11,6 +11,20 @@
 
 namespace spanring {
 
+class TextSink;
+class TraceOutput;
+
+// Where a visitor writes [STRACE] lines itself (`spanring convert --to strace`): the binary
+// reader formats the records of a run (binary event 8: records in ring layout) straight from the
+// run's bytes into `out` through `sink` (TextSink::span_plain / span_compact, the text drainer's
+// direct line), without building a SpanEvent, whenever they are copied as they are; any other
+// record still reaches span(). The lines are the bytes span() would have written through the
+// same sink (its owner state is shared), in the same order. Both outlive the read.
+struct TextLines {
+  TextSink& sink;
+  TraceOutput& out;
+};
+
 class EventVisitor {
  public:
   virtual ~EventVisitor() = default;
@@ -20,6 +34,9 @@ class EventVisitor {
   virtual void drops(const DropsEvent& /*e*/) {}
   virtual void unfinished(const UnfinishedEvent& /*e*/) {}
   virtual void undescribed(const UndescribedEvent& /*e*/) {}
+  // The visitor's text lines, when it writes [STRACE] text through one TextSink into one
+  // TraceOutput (asked once per run; nullptr: every record is delivered as a SpanEvent).
+  virtual TextLines* text_lines() { return nullptr; }
 };
 
 }  // namespace spanring

@@ -14,7 +14,7 @@ namespace {
 // Binary events through TextSink, the text drainer's formatter: byte-identical by construction.
 class StraceWriter final : public EventVisitor {
  public:
-  explicit StraceWriter(TraceOutput& out) : out_(out) {}
+  explicit StraceWriter(TraceOutput& out) : out_(out), lines_{sink_, out_} {}
   void process(const ProcessEvent& e) override {
     out_.commit(sink_.process(out_.room(kMaxLineBytes), e));
   }
@@ -31,10 +31,14 @@ class StraceWriter final : public EventVisitor {
   void undescribed(const UndescribedEvent& e) override {
     out_.commit(sink_.undescribed(out_.room(kMaxLineBytes), e));
   }
+  // The records of binary runs go straight into out_ through sink_ (the text drainer's direct
+  // line; same bytes as span()).
+  TextLines* text_lines() override { return &lines_; }
 
  private:
   TraceOutput& out_;
   TextSink sink_;
+  TextLines lines_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "binary_util.h"
 #include "drain/resume.h"
 #include "format/block_frame.h"
+#include "tools/convert.h"
 
 #include <spanring/segment.h>
 
@@ -789,4 +790,131 @@ TEST_CASE("version 3: every 7th byte flipped and every 13th cut, with and withou
           " with damage counted)");
   CHECK(refused > 0);
   CHECK(damaged > 0);  // a repaired flip in a string id or a packed token reads as a counted drop
+}
+
+// ---- convert's direct line: a run's records formatted from the run's bytes (text_lines)
+
+namespace {
+
+// A visitor like convert's: every event through one TextSink into one TraceOutput, with text
+// lines for the records of runs; counts the records that reach span() instead.
+class LinesWriter final : public EventVisitor {
+ public:
+  explicit LinesWriter(TraceOutput& out) : out_(out), lines_{sink_, out_} {}
+  uint64_t span_calls = 0;
+  void process(const ProcessEvent& e) override {
+    out_.commit(sink_.process(out_.room(kMaxLineBytes), e));
+  }
+  void span(const SpanEvent& e) override {
+    ++span_calls;
+    out_.commit(sink_.span(out_.room(kMaxLineBytes), e));
+  }
+  void drops(const DropsEvent& e) override { out_.commit(sink_.drops(out_.room(kMaxLineBytes), e)); }
+  void unfinished(const UnfinishedEvent& e) override {
+    out_.commit(sink_.unfinished(out_.room(kMaxLineBytes), e));
+  }
+  void undescribed(const UndescribedEvent& e) override {
+    out_.commit(sink_.undescribed(out_.room(kMaxLineBytes), e));
+  }
+  TextLines* text_lines() override { return &lines_; }
+
+ private:
+  TraceOutput& out_;
+  TextSink sink_;
+  TextLines lines_;
+};
+
+struct Lines {
+  std::string text;
+  uint64_t span_calls = 0;
+  ReadResult res;
+};
+Lines read_lines(const std::string& bytes) {
+  Lines l;
+  TraceOutput out = TraceOutput::memory(&l.text);
+  LinesWriter w(out);
+  TraceInput in = TraceInput::memory(bytes);
+  l.res = read_binary_trace(in, w);
+  l.span_calls = w.span_calls;
+  out.finish();
+  return l;
+}
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("convert's direct line: run records (compact, ordinary, packed, TSC) as the SpanEvent path writes them; refused ones through span()") {
+  for (uint32_t seed : {11u, 12u, 13u, 14u}) {
+    CAPTURE(seed);
+    const TraceBuilder b = synthetic_v3_trace(8, seed);
+    TextRenderer r;  // the SpanEvent path: no text lines
+    const ReadResult rr = read_bytes(b.bytes, r);
+    CHECK(rr.status == ReadResult::Status::kComplete);
+    const Lines l = read_lines(b.bytes);
+    CHECK(l.res.status == ReadResult::Status::kComplete);
+    CHECK(l.res.notes == rr.notes);
+    CHECK(l.text == r.text);
+    CHECK(l.text == b.text);  // the records' text as synthetic_v3_trace states it by hand
+    // The direct line took most records; the name that needs escapes went through span().
+    const size_t spans = count_of(l.text, "emit_host_span:");
+    CHECK(l.span_calls > 0);
+    CHECK(l.span_calls * 4 < spans);
+    // convert --to strace itself.
+    std::string converted;
+    TraceOutput out = TraceOutput::memory(&converted);
+    TraceInput in = TraceInput::memory(b.bytes);
+    CHECK(convert_trace(in, out, ConvertTo::kStrace).status == ReadResult::Status::kComplete);
+    out.finish();
+    CHECK(converted == b.text);
+  }
+}
+
+TEST_CASE("convert's direct line: damaged records are the same counted drops with the same messages") {
+  TraceBuilder b;
+  b.begin_block();
+  b.string(1, "defined");
+  const uint16_t keys[1] = {1};
+  const uint32_t values[1] = {5};
+  // Before any clock event: a TSC record cannot be placed in time.
+  std::string tsc = compact_slot(0, 1'000, 10, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+  const uint16_t cflags = kRecordCompact | kRecordTsc;
+  std::memcpy(tsc.data() + offsetof(CompactRecord, flags), &cflags, sizeof cflags);
+  std::string otsc = ordinary_slots(1, 1'000, 10, 0, 0, 0, "o", "k=v");
+  const uint16_t oflags = kRecordTsc;
+  std::memcpy(otsc.data() + offsetof(RecordHeader, flags), &oflags, sizeof oflags);
+  b.run(7, 8, 0, tsc + otsc, std::vector<RecordCopy>(2), TscClock::Pair{500, 100});
+  b.clock(true, {{1'000'000, 2'000'000}, {4'000'000, 3'000'000}});
+  std::string slots = compact_slot(2, 100, 1, 0, 0, 0, 1, 1, keys, values, 0);
+  slots += compact_slot(3, 200, 1, 0, 0, 0, 9, 0, nullptr, nullptr, 0);     // id 9: undefined
+  slots += ordinary_slots(4, 300, 1, 0, 0, 0, std::string("n\0l", 3), "");  // NUL in a name
+  char bad_packed[2] = {static_cast<char>(0x7f), 0};                           // unknown kind
+  slots += ordinary_slots(5, 400, 1, 0, 0, 0, "p", std::string_view(bad_packed, 2), true);
+  slots += ordinary_slots(6, 450, 1, 0, 0, 0, "plain", "a=1 b=two");
+  std::string late = otsc;  // a TSC record once the clock is there: converted
+  const uint64_t seq7 = 7;
+  std::memcpy(late.data() + offsetof(RecordHeader, seq), &seq7, sizeof seq7);
+  slots += late;
+  slots += compact_slot(8, 500, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
+  b.run(7, 8, 2, slots, std::vector<RecordCopy>(7), TscClock::Pair{1'000'000, 2'000'000});
+  b.end_block();
+  TextRenderer r;
+  const ReadResult rr = read_bytes(b.bytes, r);
+  const Lines l = read_lines(b.bytes);
+  CHECK(rr.status == ReadResult::Status::kComplete);
+  CHECK(l.res.status == ReadResult::Status::kComplete);
+  CHECK(l.text == r.text);
+  CHECK(l.res.notes == rr.notes);
+  CHECK(count_of(l.text, "reason=corrupt") == 5);
+  CHECK(contains(l.text, "first_seq=0 last_seq=0 reason=corrupt"));
+  CHECK(contains(l.text, "first_seq=1 last_seq=1 reason=corrupt"));
+  CHECK(contains(l.text, "name=plain ts=450 dur=1 a=1 b=two\n"));
+  CHECK(count_of(l.text, "name=o ts=") == 1);  // the TSC record after the clock event
+  REQUIRE(l.res.notes.size() == 1);
+  CHECK(contains(l.res.notes[0], "5 records of runs could not be decoded"));
+  CHECK(contains(l.res.notes[0], "no clock event precedes it"));
+  CHECK(l.span_calls == 0);  // every record that is not damage took the direct line
 }
