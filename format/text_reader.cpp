@@ -33,7 +33,13 @@ struct Cursor {
   }
   std::string show_here() const {
     std::string_view rest = s.substr(i, 16);
-    return rest.empty() ? "the end of the line" : "\"" + printable_prefix(rest, 16) + "\"";
+    if (rest.empty()) return "the end of the line";
+    // Appended, not `"\"" + ... + "\""`: GCC 12's -O2 warns (-Wrestrict, a false positive in
+    // char_traits::copy) on that concatenation.
+    std::string quoted = "\"";
+    quoted += printable_prefix(rest, 16);
+    quoted += '"';
+    return quoted;
   }
   bool lit(std::string_view t) {
     if (s.substr(i, t.size()) == t) {

@@ -198,6 +198,18 @@ bool stress() {
   return s != nullptr && std::string(s) == "1";
 }
 
+bool test_points_built() {
+  const char* v = std::getenv("SPANRING_TEST_POINTS_BUILT");
+  return v != nullptr && std::string(v) == "1";
+}
+
+void skip_without_test_points() {
+  if (test_points_built()) return;
+  std::fprintf(stderr, "SKIP: this build has no test points (-Dtest_points=disabled or a "
+                       "release build)\n");
+  std::exit(77);
+}
+
 std::string exe_from_env(const char* var) {
   const char* p = std::getenv(var);
   REQUIRE_MESSAGE((p != nullptr && *p != '\0'), std::string(var),

@@ -66,6 +66,14 @@ std::vector<std::string> exec_wrapper();
 // tests it registers with -Dstress=true.
 bool stress();
 
+// True when this build has test points: SPANRING_TEST_POINTS_BUILT=1, which the meson.build of
+// every test that arms one sets from the test_points option.
+bool test_points_built();
+
+// For a test that arms a test point: exits 77 (meson's skip) with a message on stderr when the
+// build has none (-Dtest_points=disabled, or a release build's default), where it would fail.
+void skip_without_test_points();
+
 // The path in environment variable `var` (set by tests/meson.build); fails the test when unset
 // or not an executable file.
 std::string exe_from_env(const char* var);

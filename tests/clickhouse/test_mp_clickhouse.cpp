@@ -428,8 +428,7 @@ TEST_CASE("a follower killed with SIGKILL mid-run and restarted delivers every r
 
 TEST_CASE("a drainer killed after a write and restarted, which rewrites what a follower read, "
           "still gives every record once") {
-  const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
-  if (built == nullptr || std::string(built) != "1") {
+  if (!spanring_test::test_points_built()) {
     MESSAGE("skipped: this build has no test points (-Dtest_points=disabled or a release build)");
     return;
   }

@@ -40,11 +40,6 @@ constexpr uint64_t kEmitsAfterRestart = 2000;
 constexpr const char* kPaceUs = "50";
 constexpr const char* kPaceEvery = "2";
 
-bool test_points_built() {
-  const char* v = std::getenv("SPANRING_TEST_POINTS_BUILT");
-  return v == nullptr || std::string(v) != "0";
-}
-
 uint64_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -89,11 +84,7 @@ enum class Writer { kUring, kWriteFallback };
 // drainers under no_uring_exec (io_uring_setup fails), so they write with write(2): the
 // restart must be as exact as with io_uring.
 void kill_and_restart(const std::string& point, Writer writer = Writer::kUring) {
-  if (!point.empty() && !test_points_built()) {
-    std::fprintf(stderr, "SKIP: this build has no test points (-Dtest_points=disabled or a "
-                         "release build)\n");
-    std::exit(77);
-  }
+  if (!point.empty()) spanring_test::skip_without_test_points();
   std::vector<std::string> wrap;  // prefix of both drainers' command lines
   if (writer == Writer::kWriteFallback) {
     wrap = {spanring_test::exe_from_env("NO_URING_EXEC")};

@@ -357,15 +357,6 @@ void make_shm(const std::string& name, const std::string& bytes) {
   ::close(fd);
 }
 
-// Exits 77 (skipped) in a build without test points (SPANRING_TEST_POINTS_BUILT, meson.build).
-void skip_without_test_points() {
-  const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
-  if (built == nullptr || std::string(built) != "1") {
-    std::fprintf(stderr, "SKIP: this build has no test points\n");
-    std::exit(77);
-  }
-}
-
 // Runs `spanring run -- /bin/touch STARTED` with test point `step` armed: it must die there
 // (SIGKILL) before the command starts. Returns the object it left in /dev/shm (the name
 // `spanring run` gives, with its pid), guarded by `guard`; its pid into `run_pid`.
@@ -394,7 +385,7 @@ std::string run_killed_at(const std::string& spanring, const TempDir& tmp, const
 }  // namespace
 
 TEST_CASE("spanring clean removes a segment whose creator was killed while creating it, and keeps one still being created") {
-  skip_without_test_points();
+  spanring_test::skip_without_test_points();
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   TempDir tmp;
   // spanring run killed after it wrote the creator fields, before the magic (its pages are
@@ -436,7 +427,7 @@ TEST_CASE("spanring clean removes a segment whose creator was killed while creat
 }
 
 TEST_CASE("a spanring run killed at any step of creating its segment leaves nothing spanring clean does not remove, and clean touches nothing else") {
-  skip_without_test_points();
+  spanring_test::skip_without_test_points();
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   TempDir tmp;
 

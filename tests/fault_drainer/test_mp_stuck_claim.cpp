@@ -45,11 +45,7 @@ uint64_t stored(const std::string& out) {
 TEST_SUITE("fault") {
 
 TEST_CASE("a claim whose claimer was killed before it wrote its owner fields is freed after the stuck-claim delay, although the ring's previous owner is alive") {
-  const char* built = std::getenv("SPANRING_TEST_POINTS_BUILT");
-  if (built == nullptr || std::string(built) != "1") {
-    std::fprintf(stderr, "SKIP: this build has no test points\n");
-    std::exit(77);
-  }
+  spanring_test::skip_without_test_points();
   const std::string spanring = spanring_test::exe_from_env("SPANRING_EXE");
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
