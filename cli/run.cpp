@@ -91,6 +91,9 @@ int run_flight(const std::string& out_path, const std::string& format,
 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
+  // The name's inode is taken before the command starts: a removal the moment its first
+  // ring is claimed (before the drainer below is built) is then still seen as one.
+  SegmentNameWatch name_watch(name);
   const pid_t child = start_command(cmd, name);
   if (child == 0) {
     Segment::remove(name);
@@ -98,7 +101,6 @@ int run_flight(const std::string& out_path, const std::string& format,
   }
 
   Drainer drainer(segment, recorder, sink);
-  SegmentNameWatch name_watch(name);
   uint64_t asked = 0;
   auto ask = [&](std::string path, const std::string& reason, int reply_fd) {
     ++asked;
@@ -237,6 +239,9 @@ int run_traced(std::string out_path, const std::string& format, const std::strin
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
 
+  // The name's inode is taken before the command starts: a removal the moment its first
+  // ring is claimed (before the drainer below is built) is then still seen as one.
+  SegmentNameWatch name_watch(name);
   const pid_t child = start_command(cmd, name, is_stdout_path(out_path));
   if (child == 0) {
     Segment::remove(name);
@@ -244,7 +249,6 @@ int run_traced(std::string out_path, const std::string& format, const std::strin
   }
 
   Drainer drainer(segment, output, choice.sink());
-  SegmentNameWatch name_watch(name);
   StatusLine status_line(StatusLine::wanted(policy.status_line));
   DiagnosticsScope diagnostics(status_line);  // the drainer's messages erase the line first
   int status = 0;

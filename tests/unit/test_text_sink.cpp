@@ -386,8 +386,12 @@ TEST_CASE("span_plain (the text drainer's line from the ring's slots) writes spa
       return;
     }
   }
+#if defined(__SSE2__)
   CHECK(plain_refused == 0);
   CHECK(taken > 5000);
+#else
+  CHECK(taken == 0);  // without SSE2 every record takes the RecordCopy path (strace_format.cpp)
+#endif
 }
 
 TEST_CASE("span_compact (the text drainer's line of a compact record) writes span_record's line or refuses") {
@@ -481,8 +485,12 @@ TEST_CASE("span_compact (the text drainer's line of a compact record) writes spa
       return;
     }
   }
+#if defined(__SSE2__)
   CHECK(plain_refused == 0);
   CHECK(taken > 2000);
+#else
+  CHECK(taken == 0);  // without SSE2 every record takes the RecordCopy path (strace_format.cpp)
+#endif
 }
 
 TEST_CASE("a TextSink's cached times and (inv, hid) give the stateless line in any order") {
