@@ -55,15 +55,10 @@ struct Inflight {
   bool submitted = false;
   bool complete = false;
   int error = 0;      // errno of a failed write
-  // Direct writes go by groups: the buffers waiting behind a complete one, written together.
-  // The group's first `head` bytes (up to the file's next block boundary) go with pwrite(2),
-  // the next `direct_len` (whole blocks, copied to the aligned `stage`) with one O_DIRECT
-  // write at `offset + head`, the rest with pwrite(2) once those are in the file.
-  bool direct = false;   // written the direct way
-  bool grouped = false;  // a later member of another buffer's direct write (its `members`)
-  bool started = false;  // a group's first buffer: its head is written, its group formed
-  std::vector<Inflight*> members;  // a group's first buffer: every buffer of the group, itself first
-  uint64_t span = 0;     // a group's first buffer: the group's bytes, from `offset` on
+  // Direct writes: the buffer's first `head` bytes (up to the file's next block boundary) go
+  // with pwrite(2), the next `direct_len` (whole blocks, copied to the aligned `stage`) with
+  // O_DIRECT at `offset + head`, the rest with pwrite(2) once those are in the file.
+  bool direct = false;  // written the direct way (staged or not)
   Stage stage;
   size_t head = 0;
   size_t direct_len = 0;
@@ -234,115 +229,71 @@ void UringWriter::run() {
     return true;
   };
   // pwrite(2) of `len` bytes at `off` through the page cache, completed; 0 or an errno.
-  // `wrote` (when given) gets the file offset up to which the bytes are in the file.
-  auto pwrite_all = [&](const char* p, size_t len, uint64_t off, uint64_t* wrote = nullptr) {
+  auto pwrite_all = [&](const char* p, size_t len, uint64_t off) {
     size_t done = 0;
-    int err = 0;
-    while (done < len && err == 0) {
+    while (done < len) {
       const ssize_t n = ::pwrite(fd_, p + done, len - done, static_cast<off_t>(off + done));
       if (n > 0) done += static_cast<size_t>(n);
       else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      else err = n == 0 ? EIO : errno;
+      else return n == 0 ? EIO : errno;
     }
-    if (wrote != nullptr) *wrote = off + done;
-    return err;
+    return 0;
   };
   auto release_stage = [&](Inflight& f) {
     if (f.stage.data != nullptr) im.free_stages.push_back(f.stage);
     f.stage = Stage{};
   };
-  // A group's file bytes [off, off + len) from its buffers: copied to `dst`, or written with
-  // pwrite(2) (0 or an errno).
-  auto copy_range = [&](const Inflight& g, uint64_t off, size_t len, char* dst) {
-    for (const Inflight* m : g.members) {
-      const uint64_t lo = std::max(off, m->offset);
-      const uint64_t hi = std::min(off + len, m->offset + m->buffer->len);
-      if (lo < hi)
-        std::memcpy(dst + (lo - off), m->buffer->data.get() + (lo - m->offset), hi - lo);
-    }
-  };
-  auto pwrite_range = [&](const Inflight& g, uint64_t off, size_t len, uint64_t* wrote) {
-    *wrote = off;
-    for (const Inflight* m : g.members) {
-      const uint64_t lo = std::max(off, m->offset);
-      const uint64_t hi = std::min(off + len, m->offset + m->buffer->len);
-      if (lo < hi) {
-        const int err = pwrite_all(m->buffer->data.get() + (lo - m->offset), hi - lo, lo, wrote);
-        if (err != 0) return err;
-      }
-    }
-    return 0;
-  };
-  // Ends a group: every buffer of it complete; after an error (`err`), the buffers that end
-  // at or before `wrote` (the file holds the group's bytes up to there) are written, the
-  // others failed.
-  auto complete_group = [&](Inflight& g, int err, uint64_t wrote) {
-    for (Inflight* m : g.members) {
-      m->error = err != 0 && m->offset + m->buffer->len > wrote ? err : 0;
-      m->complete = true;
-    }
-  };
-  // The bytes after the whole blocks, once those are in the file. Completes the group.
-  auto finish_tail = [&](Inflight& g) {
-    const size_t from = g.head + g.direct_len;
-    uint64_t wrote = g.offset + g.span;
-    const int err = g.span > from ? pwrite_range(g, g.offset + from, g.span - from, &wrote) : 0;
-    complete_group(g, err, wrote);
-  };
-  // A direct write, once every earlier buffer is complete: `f` and the direct buffers queued
-  // behind it form a group. Its bytes up to the file's next block boundary and after its last
-  // whole block go through the page cache with pwrite(2); the whole blocks between, copied to
-  // an aligned staging buffer, with one O_DIRECT write. No block is written both ways, so no
-  // page a reader cached can go stale under a direct write; the tail goes only after the
-  // blocks: the file grows only over bytes that are in it (a reader of the live file never
-  // sees a hole), and ends at its last byte, nothing padded.
-  auto start_direct = [&](Inflight& f, std::deque<Inflight>::iterator at) {
-    if (f.started) {  // the submission queue was full: the write again
-      submit_write(f);
-      return;
-    }
-    f.started = true;
-    f.members.clear();
-    f.span = 0;
-    for (auto it = at; it != q.end(); ++it) {
-      Inflight& m = *it;
-      if (&m != &f && (!m.direct || m.complete || m.submitted || m.started || m.grouped ||
-                       m.buffer->sync))
-        break;
-      if (&m != &f) m.grouped = true;
-      f.members.push_back(&m);
-      f.span += m.buffer->len;
-    }
+  // A direct write: the buffer's bytes up to the file's next block boundary (`head`) and after
+  // its last whole block go through the page cache with pwrite(2); the whole blocks between,
+  // copied to an aligned staging buffer, with O_DIRECT. No block is written both ways, so no
+  // page a reader cached can go stale under a direct write. Started once every earlier buffer
+  // is complete, and the tail written only after the whole blocks: the file grows only over
+  // bytes that are in it (a reader of the live file never sees a hole), and ends at its last
+  // byte, nothing padded.
+  auto prepare_direct = [&](Inflight& f) {
+    const size_t len = f.buffer->len;
     const size_t to_boundary =
         static_cast<size_t>((kDirectBlock - f.offset % kDirectBlock) % kDirectBlock);
-    f.head = static_cast<size_t>(std::min<uint64_t>(f.span, to_boundary));
-    f.direct_len = static_cast<size_t>((f.span - f.head) / kDirectBlock * kDirectBlock);
-    if (f.direct_len != 0) {
-      Stage st{};
-      while (!im.free_stages.empty() && st.data == nullptr) {
-        st = im.free_stages.back();
-        im.free_stages.pop_back();
-        if (st.capacity < f.direct_len) {
-          std::free(st.data);
-          st = Stage{};
-        }
-      }
-      if (st.data == nullptr) {
-        st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
-        st.capacity = st.data != nullptr ? f.direct_len : 0;
-      }
-      if (st.data == nullptr) {
-        f.direct_len = 0;  // no staging: this group through the page cache
-      } else {
-        f.stage = st;
-        copy_range(f, f.offset + f.head, f.direct_len, st.data);
+    f.head = std::min(len, to_boundary);
+    f.direct_len = (len - f.head) / kDirectBlock * kDirectBlock;
+    if (f.direct_len == 0) return;  // all of it through the page cache, no staging
+    Stage st{};
+    while (!im.free_stages.empty() && st.data == nullptr) {
+      st = im.free_stages.back();
+      im.free_stages.pop_back();
+      if (st.capacity < f.direct_len) {
+        std::free(st.data);
+        st = Stage{};
       }
     }
+    if (st.data == nullptr) {
+      st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
+      if (st.data == nullptr) {  // no staging: this buffer through the page cache
+        f.direct_len = 0;
+        return;
+      }
+      st.capacity = f.direct_len;
+    }
+    f.stage = st;
+    std::memcpy(st.data, f.buffer->data.get() + f.head, f.direct_len);
+  };
+  // The bytes after the whole blocks, once those are in the file. Completes the buffer.
+  auto finish_tail = [&](Inflight& f) {
+    const size_t from = f.head + f.direct_len;
+    if (f.buffer->len > from) {
+      const int err = pwrite_all(f.buffer->data.get() + from, f.buffer->len - from,
+                                 f.offset + from);
+      if (err != 0) f.error = err;
+    }
+    f.complete = true;
+  };
+  // Every earlier buffer is complete: the head, then the whole blocks (or the rest).
+  auto start_direct = [&](Inflight& f) {
     if (f.head != 0) {
-      uint64_t wrote = f.offset;
-      const int err = pwrite_range(f, f.offset, f.head, &wrote);
+      const int err = pwrite_all(f.buffer->data.get(), f.head, f.offset);
       if (err != 0) {
-        complete_group(f, err, wrote);
+        f.error = err;
+        f.complete = true;
         return;
       }
     }
@@ -351,16 +302,16 @@ void UringWriter::run() {
   };
   // What is left of the whole blocks through the page cache (O_DIRECT refused, or a short
   // write that ended inside a block), then the tail.
-  auto finish_buffered = [&](Inflight& g) {
-    uint64_t wrote = g.offset + g.head + g.done;
-    const int err = pwrite_all(g.stage.data + g.done, g.direct_len - g.done,
-                               g.offset + g.head + g.done, &wrote);
+  auto finish_buffered = [&](Inflight& f) {
+    const int err = pwrite_all(f.stage.data + f.done, f.direct_len - f.done,
+                               f.offset + f.head + f.done);
     if (err != 0) {
-      complete_group(g, err, wrote);
+      f.error = err;
+      f.complete = true;
       return;
     }
-    g.done = g.direct_len;
-    finish_tail(g);
+    f.done = f.direct_len;
+    finish_tail(f);
   };
   auto submit_sync = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -387,8 +338,12 @@ void UringWriter::run() {
       if (!b->sync) {
         next_offset += b->len;
         if (b->len == 0) q.back().complete = true;
-        else if (direct_.load(std::memory_order_relaxed)) q.back().direct = true;
-        else submit_write(q.back());
+        else if (direct_.load(std::memory_order_relaxed)) {
+          q.back().direct = true;
+          prepare_direct(q.back());
+        } else {
+          submit_write(q.back());
+        }
       }
     }
     if (q.empty()) {
@@ -406,11 +361,10 @@ void UringWriter::run() {
     // Writes that found the submission queue full go now; a staged direct write once every
     // buffer before it is complete.
     bool earlier_complete = true;
-    for (auto it = q.begin(); it != q.end(); ++it) {
-      Inflight& f = *it;
-      if (!f.submitted && !f.buffer->sync && !f.complete && !f.grouped) {
+    for (auto& f : q) {
+      if (!f.submitted && !f.buffer->sync && !f.complete) {
         if (!f.direct) submit_write(f);
-        else if (earlier_complete) start_direct(f, it);
+        else if (earlier_complete) start_direct(f);
       }
       in_flight |= f.submitted;
       earlier_complete = earlier_complete && f.complete;
@@ -436,13 +390,10 @@ void UringWriter::run() {
       } else if (res == -EAGAIN || res == -EINTR) {
         submit_write(*f);  // transient: the same bytes again
       } else if (res == -EINVAL && f->stage.data != nullptr) {
-        // O_DIRECT refused (an alignment this filesystem does not take): this group through
-        // the page cache, and every later buffer (those queued as direct fall back the same
-        // way).
+        // O_DIRECT refused (an alignment this filesystem does not take): this buffer through
+        // the page cache, and every later one (those already staged fall back the same way).
         direct_.store(false, std::memory_order_release);
         finish_buffered(*f);
-      } else if (res <= 0 && f->stage.data != nullptr) {
-        complete_group(*f, res == 0 ? EIO : -res, f->offset + f->head + f->done);
       } else if (res < 0) {
         f->error = -res;
         f->complete = true;

@@ -395,47 +395,6 @@ TEST_CASE("direct writes cut short by the file size limit: the rest fails, the f
   CHECK(err.find("File too large") != std::string::npos);
 }
 
-TEST_CASE("direct writes in one group cut short by the file size limit: the buffers before the limit are written") {
-  struct sigaction ign {}, old {};
-  ign.sa_handler = SIG_IGN;
-  REQUIRE(::sigaction(SIGXFSZ, &ign, &old) == 0);
-  rlimit saved{};
-  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
-  TempPath file;
-  std::vector<Buffer*> back;
-  std::vector<std::unique_ptr<Buffer>> bufs;
-  {
-    DiagnosticsCapture cap;
-    UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
-    rlimit lim = saved;
-    lim.rlim_cur = 150000;
-    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
-    bufs.push_back(make_buffer(60000, 'a'));
-    bufs.push_back(make_buffer(40000, 'b'));
-    bufs.push_back(make_buffer(100000, 'c'));  // crosses the limit
-    bufs.push_back(make_buffer(10, 'd'));      // behind it: failed too
-    back = write_all(w, bufs);  // queued together: written as groups
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    std::vector<std::unique_ptr<Buffer>> more;
-    more.push_back(make_buffer(5000, 'e'));
-    const std::vector<Buffer*> again = write_all(w, more);
-    CHECK_FALSE(again[0]->failed);
-    CHECK(again[0]->file_end == 105000);
-    sync(w);
-    CHECK(w.had_error());
-  }
-  ::sigaction(SIGXFSZ, &old, nullptr);
-  REQUIRE(back.size() == 4);
-  CHECK_FALSE(back[0]->failed);
-  CHECK_FALSE(back[1]->failed);
-  CHECK(back[2]->failed);
-  CHECK(back[3]->failed);
-  CHECK(back[1]->file_end == 100000);
-  CHECK(back[3]->file_end == 100000);
-  CHECK(read_file(file.path) ==
-        std::string(60000, 'a') + std::string(40000, 'b') + std::string(5000, 'e'));
-}
-
 TEST_CASE("direct writes on tmpfs (O_DIRECT refused before Linux 6.6, page-cache writes after): same bytes") {
   char dir[] = "/dev/shm/spanring-uring-XXXXXX";
   if (::mkdtemp(dir) == nullptr) {
