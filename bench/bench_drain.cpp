@@ -658,7 +658,7 @@ int main(int argc, char** argv) {
                 static_cast<double>(r.dirty_end.writeback_kb) / 1024, r.stop_s, r.mb_per_s,
                 throttled   ? "writeback: Dirty reached the throttle point"
                 : near_copy ? "the page-cache copy? (MB/s near the buffered write rate)"
-                            : "not the page cache");
+                            : "not shown by these figures");
   }
   if (!binary)
     std::printf("\nbinary: not built yet (`spanring drain` offers no binary output; these rows "
