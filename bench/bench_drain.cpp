@@ -15,6 +15,19 @@
 // are the producers' ring_full counters in the same window, and the drainer's own summary for
 // the whole run. --formats picks the outputs (text, binary or both).
 //
+// The output file's page cache: a configuration must not inherit the previous one's dirty
+// pages (a text run writes GBs; the kernel throttles a writer to the disk's writeback rate once
+// the dirty pages pass its limits, balance_dirty_pages). So each configuration starts after the
+// previous file is deleted and the output filesystem synced (syncfs, timed, not counted), and
+// reports the system's Dirty and Writeback (/proc/meminfo) at its start and end and the peak
+// Dirty seen during the run (sampled every 100 ms) against the kernel's throttle point (half
+// way between nr_dirty_background_threshold and nr_dirty_threshold, /proc/vmstat), and how long
+// the drainer's stop took (it fsyncs its file). Once per bench, --disk-probe-mb MB are written
+// through the page cache (the write(2)s and their fdatasync timed apart: the kernel's copy into
+// the page cache and the writeback) and with O_DIRECT. A run whose peak Dirty reached the
+// throttle point was limited by the writeback, one whose MB/s is near the buffered write rate
+// maybe by the page-cache copy, not by the drainer's own work.
+//
 // Idle: a drainer on a segment with no producer, its CPU use over a few seconds, from
 // /proc/PID/stat (utime+stime, 10 ms ticks) and /proc/PID/task/*/schedstat (ns). Then the same
 // with --idle-owners silent owners: one process whose threads each emit one record (so each
@@ -31,6 +44,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <memory>
 #include <filesystem>
 #include <thread>
 
@@ -56,7 +70,127 @@ struct Options {
   int cpu_producer = 0;
   int cpu_drainer = 1;
   std::string json_path;
+  uint32_t disk_probe_mb = 512;  // 0 = no probe of the output filesystem's sustained rate
 };
+
+// The page cache's dirty state, system-wide (other processes' writes count too).
+struct DirtyState {
+  uint64_t dirty_kb = 0;      // /proc/meminfo Dirty
+  uint64_t writeback_kb = 0;  // /proc/meminfo Writeback
+};
+
+DirtyState read_dirty() {
+  DirtyState d;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t v = 0;
+  std::string unit;
+  while (in >> key >> v) {
+    std::getline(in, unit);
+    if (key == "Dirty:") d.dirty_kb = v;
+    else if (key == "Writeback:") d.writeback_kb = v;
+  }
+  return d;
+}
+
+// The kernel's dirty-page thresholds now, in kB (/proc/vmstat, pages): background writeback
+// starts above `background`; a writer is throttled (balance_dirty_pages) above the midpoint of
+// the two and stopped at `limit`.
+struct DirtyLimits {
+  uint64_t background_kb = 0;
+  uint64_t limit_kb = 0;
+  uint64_t throttle_kb() const noexcept { return (background_kb + limit_kb) / 2; }
+};
+
+DirtyLimits read_dirty_limits() {
+  DirtyLimits l;
+  std::ifstream in("/proc/vmstat");
+  std::string key;
+  uint64_t v = 0;
+  const uint64_t page_kb = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 1024;
+  while (in >> key >> v) {
+    if (key == "nr_dirty_threshold") l.limit_kb = v * page_kb;
+    else if (key == "nr_dirty_background_threshold") l.background_kb = v * page_kb;
+  }
+  return l;
+}
+
+// Flushes the filesystem holding `dir` (syncfs: every dirty page of it, not only ours).
+// Returns the seconds it took, -1 when it failed.
+double sync_filesystem(const std::string& dir) {
+  const int64_t t0 = bench::mono_ns();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const int r = ::syncfs(fd);
+  ::close(fd);
+  return r == 0 ? static_cast<double>(bench::mono_ns() - t0) / 1e9 : -1;
+}
+
+// What the output filesystem takes, measured once before the runs (`mb` MB each, 1 MiB writes,
+// from a clean page cache): `copy` the buffered write(2)s alone (the kernel's copy into the page
+// cache, CPU-bound: what a drainer writing through the page cache pays per byte, before any
+// writeback), `writeback` the fdatasync that follows (the dirty pages to the disk), `direct`
+// the same bytes with O_DIRECT from an aligned buffer (no page cache; 0 where the filesystem
+// refuses O_DIRECT, as tmpfs does). MB/s; -1 when a step failed.
+struct DiskProbe {
+  double copy = -1;
+  double writeback = -1;
+  double direct = -1;
+};
+
+DiskProbe probe_disk(const std::string& dir, uint32_t mb) {
+  DiskProbe p;
+  const std::string path = dir + "/disk-probe";
+  const size_t block = size_t{1} << 20;
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, 4096, block) != 0) return p;
+  std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(mem), &std::free);
+  for (size_t i = 0; i < block; ++i) buf.get()[i] = static_cast<char>('a' + i % 26);
+  const double bytes_mb = static_cast<double>(mb) * 1.048576;
+  auto secs = [](int64_t t0, int64_t t1) { return static_cast<double>(t1 - t0) / 1e9; };
+  auto write_all = [&](int fd) {
+    for (uint32_t i = 0; i < mb; ++i)
+      if (::write(fd, buf.get(), block) != static_cast<ssize_t>(block)) return false;
+    return true;
+  };
+  sync_filesystem(dir);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    const int64_t t0 = bench::mono_ns();
+    const bool wrote = write_all(fd);
+    const int64_t t1 = bench::mono_ns();
+    const bool synced = wrote && ::fdatasync(fd) == 0;
+    const int64_t t2 = bench::mono_ns();
+    ::close(fd);
+    if (wrote) p.copy = bytes_mb / secs(t0, t1);
+    if (synced) p.writeback = bytes_mb / secs(t1, t2);
+  }
+  ::unlink(path.c_str());
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+  if (fd >= 0) {
+    const int64_t t0 = bench::mono_ns();
+    const bool wrote = write_all(fd) && ::fdatasync(fd) == 0;
+    const int64_t t1 = bench::mono_ns();
+    ::close(fd);
+    p.direct = wrote ? bytes_mb / secs(t0, t1) : -1;
+  } else {
+    p.direct = 0;
+  }
+  ::unlink(path.c_str());
+  sync_filesystem(dir);
+  return p;
+}
+
+// Sleeps `us` in 100 ms steps, keeping the highest Dirty seen.
+void sleep_watching_dirty(int64_t us, uint64_t& peak_dirty_kb) {
+  const int64_t end = bench::mono_ns() + us * 1000;
+  for (;;) {
+    peak_dirty_kb = std::max(peak_dirty_kb, read_dirty().dirty_kb);
+    const int64_t left = end - bench::mono_ns();
+    if (left <= 0) return;
+    bench::sleep_us(std::min<int64_t>(left / 1000, 100000));
+  }
+}
 
 // What the producer process reports back through a pipe.
 struct ProducerReport {
@@ -170,6 +304,12 @@ struct RunResult {
   double drainer_cpu = 0;    // fraction of one core, in the window
   double slots_per_record = 0;  // ring slots the drainer consumed per record, in the window
   double window_s = 0;
+  double sync_before_s = 0;  // syncfs of the output filesystem before the drainer started
+  double stop_s = 0;         // the drainer's stop (it drains what is left and fsyncs)
+  DirtyState dirty_start;    // after that syncfs
+  DirtyState dirty_end;      // before the drainer's stop
+  uint64_t peak_dirty_kb = 0;  // highest Dirty while the producers ran
+  DirtyLimits limits;        // at the start
   bool ok = true;
   std::string error;
 };
@@ -182,6 +322,16 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
   r.paced = rate > 0;
   const std::string name = "spanring-bench-drain-" + std::to_string(::getpid());
   const std::string out = tmp + (format == "binary" ? "/drain.sptrace" : "/drain.strace");
+  // A clean page cache for this configuration: no file of an earlier one, nothing dirty on
+  // the output filesystem (timed, outside every measured figure).
+  {
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+  }
+  r.sync_before_s = sync_filesystem(tmp);
+  r.dirty_start = read_dirty();
+  r.limits = read_dirty_limits();
+  r.peak_dirty_kb = r.dirty_start.dirty_kb;
   spanring::SegmentOptions so;
   so.ring_capacity = o.ring_records;
   spanring::Segment seg = spanring::Segment::create(name, so);
@@ -207,10 +357,11 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
   (void)!::read(fds[0], &started, 1);
   // The window: from 20% into the run to 90% of it (the start fills empty rings; the end
   // races the producers' stop).
-  bench::sleep_us(static_cast<int64_t>(o.seconds * 0.2e6));
+  sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.2e6), r.peak_dirty_kb);
   const Sample a = sample(seg, out, drainer.pid);
-  bench::sleep_us(static_cast<int64_t>(o.seconds * 0.7e6));
+  sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.7e6), r.peak_dirty_kb);
   const Sample b = sample(seg, out, drainer.pid);
+  sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.1e6), r.peak_dirty_kb);
   ProducerReport rep{};
   size_t got = 0;
   while (got < sizeof rep) {
@@ -225,7 +376,11 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
     r.ok = false;
     r.error = "the producer process failed";
   }
-  if (!drainer.stop()) {
+  r.dirty_end = read_dirty();
+  const int64_t stop_t0 = bench::mono_ns();
+  const bool stopped = drainer.stop();
+  r.stop_s = static_cast<double>(bench::mono_ns() - stop_t0) / 1e9;
+  if (!stopped) {
     r.ok = false;
     r.error += (r.error.empty() ? "" : "; ") + std::string("the drainer did not exit cleanly: ") +
                drainer.stderr_text();
@@ -376,6 +531,9 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-drainer", o.cpu_drainer, "CPU of the drainer process")
       ->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON");
+  app.add_option("--disk-probe-mb", o.disk_probe_mb,
+                 "MB written and fdatasync'ed once, before the runs, to measure the output "
+                 "filesystem's sustained write rate (0 = skip)")->capture_default_str();
   std::string formats_csv = "strace,binary";
   app.add_option("--formats", formats_csv,
                  "outputs to run, comma-separated: strace, binary (binary only where the "
@@ -411,6 +569,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  const DiskProbe disk = o.disk_probe_mb > 0 ? probe_disk(tmp, o.disk_probe_mb) : DiskProbe{};
   std::vector<RunResult> runs;
   try {
     for (const auto& f : formats) {
@@ -463,6 +622,43 @@ int main(int argc, char** argv) {
                 r.total_written, r.total_dropped, r.drainer_cpu * 100,
                 rate_str(r.drainer_cpu > 0 ? r.drained_rate / r.drainer_cpu : 0).c_str(),
                 r.ok ? "" : (" ERROR: " + r.error).c_str());
+  }
+  // The page cache of each configuration: was it the drainer or the disk?
+  std::printf("\nThe output filesystem (%s): ", tmp.substr(0, tmp.rfind('/')).c_str());
+  if (o.disk_probe_mb > 0)
+    std::printf("%u MB in 1 MiB writes, once before the runs: buffered write(2)s %.0f MB/s (the "
+                "kernel's copy into the page cache, on the writer's CPU), their fdatasync %.0f "
+                "MB/s (writeback), O_DIRECT %s. ",
+                o.disk_probe_mb, disk.copy, disk.writeback,
+                disk.direct > 0 ? bench::fmt("%.0f MB/s", disk.direct).c_str()
+                : disk.direct == 0 ? "refused" : "failed");
+  if (!runs.empty())
+    std::printf("The kernel throttles a writer once Dirty passes %.0f MB (background writeback "
+                "from %.0f MB, limit %.0f MB). Each configuration starts after the previous "
+                "file is deleted and the filesystem synced (syncfs, timed, not counted). A row "
+                "whose peak Dirty reached the throttle point measured the writeback, not the "
+                "drainer; one whose MB/s is near the buffered write rate may have measured the "
+                "page-cache copy (its cost moves between minutes on a VM).\n\n",
+                static_cast<double>(runs.front().limits.throttle_kb()) / 1024,
+                static_cast<double>(runs.front().limits.background_kb) / 1024,
+                static_cast<double>(runs.front().limits.limit_kb) / 1024);
+  std::printf("| output | mode | syncfs before (s) | Dirty / Writeback at start (MB) | peak "
+              "Dirty (MB) | Dirty / Writeback at end (MB) | drainer stop incl. fsync (s) | "
+              "MB/s | limited by |\n|---|---|---:|---|---:|---|---:|---:|---|\n");
+  for (const auto& r : runs) {
+    const bool throttled = r.limits.throttle_kb() > 0 && r.peak_dirty_kb >= r.limits.throttle_kb();
+    const bool near_copy = disk.copy > 0 && r.mb_per_s >= 0.8 * disk.copy;
+    std::printf("| %s | %s | %.2f | %.0f / %.0f | %.0f | %.0f / %.0f | %.2f | %.0f | %s |\n",
+                r.format == "binary" ? "binary" : "[STRACE] text",
+                r.paced ? "paced" : "flat out", r.sync_before_s,
+                static_cast<double>(r.dirty_start.dirty_kb) / 1024,
+                static_cast<double>(r.dirty_start.writeback_kb) / 1024,
+                static_cast<double>(r.peak_dirty_kb) / 1024,
+                static_cast<double>(r.dirty_end.dirty_kb) / 1024,
+                static_cast<double>(r.dirty_end.writeback_kb) / 1024, r.stop_s, r.mb_per_s,
+                throttled   ? "writeback: Dirty reached the throttle point"
+                : near_copy ? "the page-cache copy? (MB/s near the buffered write rate)"
+                            : "not shown by these figures");
   }
   if (!binary)
     std::printf("\nbinary: not built yet (`spanring drain` offers no binary output; these rows "
@@ -536,6 +732,9 @@ int main(int argc, char** argv) {
     j["started"] = started;
     j["seconds"] = o.seconds;
     j["ring_records"] = o.ring_records;
+    j["disk_probe"] = {{"mb", o.disk_probe_mb}, {"buffered_write_mb_per_s", disk.copy},
+                       {"writeback_mb_per_s", disk.writeback},
+                       {"direct_mb_per_s", disk.direct}};
     for (const auto& r : runs)
       j["runs"].push_back({{"format", r.format}, {"threads", r.threads}, {"paced", r.paced},
                            {"offered_rate", r.offered_rate}, {"drained_rate", r.drained_rate},
@@ -543,6 +742,13 @@ int main(int argc, char** argv) {
                            {"window_drops", r.window_drops}, {"written", r.total_written},
                            {"dropped", r.total_dropped}, {"drainer_cpu", r.drainer_cpu},
                            {"slots_per_record", r.slots_per_record},
+                           {"sync_before_s", r.sync_before_s}, {"stop_s", r.stop_s},
+                           {"dirty_start_kb", r.dirty_start.dirty_kb},
+                           {"writeback_start_kb", r.dirty_start.writeback_kb},
+                           {"dirty_end_kb", r.dirty_end.dirty_kb},
+                           {"writeback_end_kb", r.dirty_end.writeback_kb},
+                           {"peak_dirty_kb", r.peak_dirty_kb},
+                           {"dirty_throttle_kb", r.limits.throttle_kb()},
                            {"ok", r.ok}, {"error", r.error}});
     j["binary"] = binary ? "measured" : "not built yet";
     j["idle"] = {{"seconds", idle.seconds}, {"cpu_schedstat", idle.cpu_schedstat},

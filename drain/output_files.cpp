@@ -15,6 +15,14 @@
 
 namespace spanring {
 
+UringWriter::Direct OutputFiles::direct_mode() {
+  // O_DIRECT unless SPANRING_OUTPUT_DIRECT=0 (the page cache, as before: for a filesystem
+  // whose O_DIRECT is slow or odd, and to measure one against the other).
+  const char* v = std::getenv("SPANRING_OUTPUT_DIRECT");
+  return v != nullptr && std::strcmp(v, "0") == 0 ? UringWriter::Direct::kOff
+                                                   : UringWriter::Direct::kTry;
+}
+
 OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text) {
   OutputLimits l;
   l.rotate_size = size_bytes;
@@ -67,7 +75,7 @@ OutputFiles::OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fal
                 "--rotate needs a regular file (it renames FILE to FILE.1 when it fills): " +
                     path_ + " is a symbolic link (as stdout is, for -o -)",
                 EINVAL, path_);
-  writer_ = std::make_unique<UringWriter>(path_, 8, keep_bytes, fallback_);
+  writer_ = std::make_unique<UringWriter>(path_, 8, keep_bytes, fallback_, direct_mode());
   if (limits_.rotating() && !writer_->seekable())
     throw Error(ErrorCode::kInvalidArgument,
                 "--rotate needs a regular file: " + path_ + " is a pipe or a device", EINVAL,
@@ -192,7 +200,7 @@ void OutputFiles::next_file() {
   }
   // FILE is gone now (renamed, or deleted when COUNT is 1) before a new FILE exists: the
   // segment's commit still names the old file, which a restart never cuts (output_files.h).
-  auto next = std::make_unique<UringWriter>(path_, 8, 0, fallback_);
+  auto next = std::make_unique<UringWriter>(path_, 8, 0, fallback_, direct_mode());
   // Every buffer of the old file is back (the Drainer waited): closing it loses nothing.
   failed_before_ = failed_before_ || writer_->had_error();
   writer_ = std::move(next);

@@ -70,7 +70,9 @@ class OutputFiles final : public Destination {
   static constexpr size_t kBufferBytes = 1u << 20;
   static constexpr size_t kMaxBuffers = 64;
 
-  // Opens `path` as UringWriter does (keeping its first `keep_bytes`). Throws Error when it
+  // Opens `path` as UringWriter does (keeping its first `keep_bytes`), and each rotated file
+  // too, with O_DIRECT where the filesystem takes it (UringWriter::Direct::kTry) unless the
+  // environment says SPANRING_OUTPUT_DIRECT=0 (direct_mode()). Throws Error when it
   // cannot be opened, or when `limits` rotate and `path` is not a regular file (a pipe cannot
   // be rotated).
   OutputFiles(std::string path, uint64_t keep_bytes, UringWriter::Fallback fallback,
@@ -86,6 +88,9 @@ class OutputFiles final : public Destination {
   uint64_t rotations() const noexcept { return rotations_; }
   // True when a write to any file this drainer wrote failed.
   bool had_error() const noexcept { return failed_before_ || writer_->had_error(); }
+
+  // Direct::kTry, or kOff when the environment has SPANRING_OUTPUT_DIRECT=0.
+  static UringWriter::Direct direct_mode();
 
   // The name of the file N rotations older than the current one: path, path.1, path.2, ...
   static std::string rotated_path(const std::string& path, uint32_t n);

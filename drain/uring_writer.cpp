@@ -14,13 +14,35 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <deque>
+#include <cstdlib>
 #include <set>
+#include <vector>
 
 namespace spanring {
 
+namespace {
+
+// O_DIRECT writes go in whole blocks of this many bytes, from memory aligned to it: 4 KiB is a
+// multiple of every logical block size up to 4 KiB (512 and 4096 in practice) and of their
+// memory alignment. A filesystem that wants more refuses the write (EINVAL): kOff from then on.
+constexpr size_t kDirectBlock = 4096;
+
+// An aligned staging buffer of a direct write: the buffer's whole blocks.
+struct Stage {
+  char* data = nullptr;
+  size_t capacity = 0;
+};
+
+}  // namespace
+
 struct UringWriter::Impl {
   io_uring ring{};
+  std::vector<Stage> free_stages;  // staging buffers of direct writes, for reuse
+  ~Impl() {
+    for (auto& s : free_stages) std::free(s.data);
+  }
 };
 
 namespace {
@@ -29,16 +51,23 @@ namespace {
 struct Inflight {
   Buffer* buffer;
   uint64_t offset;    // where its first byte goes
-  size_t done = 0;    // bytes already written
+  size_t done = 0;    // bytes already written (direct: of `stage`, from `stage_offset`)
   bool submitted = false;
   bool complete = false;
   int error = 0;      // errno of a failed write
+  // Direct writes: the buffer's first `head` bytes (up to the file's next block boundary) go
+  // with pwrite(2), the next `direct_len` (whole blocks, copied to the aligned `stage`) with
+  // O_DIRECT at `offset + head`, the rest with pwrite(2) once those are in the file.
+  bool direct = false;  // written the direct way (staged or not)
+  Stage stage;
+  size_t head = 0;
+  size_t direct_len = 0;
 };
 
 }  // namespace
 
 UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes,
-                         Fallback fallback)
+                         Fallback fallback, Direct direct)
     : impl_(std::make_unique<Impl>()), path_(path), depth_(queue_depth ? queue_depth : 1) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot open output " + path + ": " + std::strerror(errno), errno, path);
@@ -82,7 +111,23 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
     // the same thread writes with pwrite(2) instead, one buffer at a time.
     fallback_cause_ = cause;
   }
+  if (direct == Direct::kTry && seekable_ && S_ISREG(st.st_mode) && !synchronous())
+    open_direct();
   thread_ = std::thread([this] { synchronous() ? run_synchronous() : run(); });
+}
+
+void UringWriter::open_direct() {
+  // The same file again, with O_DIRECT (refused with EINVAL by filesystems without it, tmpfs
+  // before Linux 6.6). Checked to be the same inode: the path could have been replaced meanwhile.
+  const int d = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (d < 0) return;
+  struct stat st {};
+  if (::fstat(d, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+    ::close(d);
+    return;
+  }
+  dfd_ = d;
+  direct_.store(true, std::memory_order_release);
 }
 
 UringWriter::~UringWriter() {
@@ -90,6 +135,7 @@ UringWriter::~UringWriter() {
   todo_.enqueue(nullptr);  // wakes the writer if it waits for work
   if (thread_.joinable()) thread_.join();
   if (!synchronous()) io_uring_queue_exit(&impl_->ring);
+  if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -165,15 +211,107 @@ void UringWriter::run() {
   uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
 
+  Impl& im = *impl_;
   auto submit_write = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) return false;  // ring full: retried after the next completion
-    const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
-    io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
-                        static_cast<unsigned>(f.buffer->len - f.done), off);
+    if (f.stage.data != nullptr) {
+      io_uring_prep_write(sqe, dfd_, f.stage.data + f.done,
+                          static_cast<unsigned>(f.direct_len - f.done),
+                          f.offset + f.head + f.done);
+    } else {
+      const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
+      io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
+                          static_cast<unsigned>(f.buffer->len - f.done), off);
+    }
     io_uring_sqe_set_data(sqe, &f);
     f.submitted = true;
     return true;
+  };
+  // pwrite(2) of `len` bytes at `off` through the page cache, completed; 0 or an errno.
+  auto pwrite_all = [&](const char* p, size_t len, uint64_t off) {
+    size_t done = 0;
+    while (done < len) {
+      const ssize_t n = ::pwrite(fd_, p + done, len - done, static_cast<off_t>(off + done));
+      if (n > 0) done += static_cast<size_t>(n);
+      else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      else return n == 0 ? EIO : errno;
+    }
+    return 0;
+  };
+  auto release_stage = [&](Inflight& f) {
+    if (f.stage.data != nullptr) im.free_stages.push_back(f.stage);
+    f.stage = Stage{};
+  };
+  // A direct write: the buffer's bytes up to the file's next block boundary (`head`) and after
+  // its last whole block go through the page cache with pwrite(2); the whole blocks between,
+  // copied to an aligned staging buffer, with O_DIRECT. No block is written both ways, so no
+  // page a reader cached can go stale under a direct write. Started once every earlier buffer
+  // is complete, and the tail written only after the whole blocks: the file grows only over
+  // bytes that are in it (a reader of the live file never sees a hole), and ends at its last
+  // byte, nothing padded.
+  auto prepare_direct = [&](Inflight& f) {
+    const size_t len = f.buffer->len;
+    const size_t to_boundary =
+        static_cast<size_t>((kDirectBlock - f.offset % kDirectBlock) % kDirectBlock);
+    f.head = std::min(len, to_boundary);
+    f.direct_len = (len - f.head) / kDirectBlock * kDirectBlock;
+    if (f.direct_len == 0) return;  // all of it through the page cache, no staging
+    Stage st{};
+    while (!im.free_stages.empty() && st.data == nullptr) {
+      st = im.free_stages.back();
+      im.free_stages.pop_back();
+      if (st.capacity < f.direct_len) {
+        std::free(st.data);
+        st = Stage{};
+      }
+    }
+    if (st.data == nullptr) {
+      st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
+      if (st.data == nullptr) {  // no staging: this buffer through the page cache
+        f.direct_len = 0;
+        return;
+      }
+      st.capacity = f.direct_len;
+    }
+    f.stage = st;
+    std::memcpy(st.data, f.buffer->data.get() + f.head, f.direct_len);
+  };
+  // The bytes after the whole blocks, once those are in the file. Completes the buffer.
+  auto finish_tail = [&](Inflight& f) {
+    const size_t from = f.head + f.direct_len;
+    if (f.buffer->len > from) {
+      const int err = pwrite_all(f.buffer->data.get() + from, f.buffer->len - from,
+                                 f.offset + from);
+      if (err != 0) f.error = err;
+    }
+    f.complete = true;
+  };
+  // Every earlier buffer is complete: the head, then the whole blocks (or the rest).
+  auto start_direct = [&](Inflight& f) {
+    if (f.head != 0) {
+      const int err = pwrite_all(f.buffer->data.get(), f.head, f.offset);
+      if (err != 0) {
+        f.error = err;
+        f.complete = true;
+        return;
+      }
+    }
+    if (f.direct_len == 0) finish_tail(f);
+    else submit_write(f);
+  };
+  // What is left of the whole blocks through the page cache (O_DIRECT refused, or a short
+  // write that ended inside a block), then the tail.
+  auto finish_buffered = [&](Inflight& f) {
+    const int err = pwrite_all(f.stage.data + f.done, f.direct_len - f.done,
+                               f.offset + f.head + f.done);
+    if (err != 0) {
+      f.error = err;
+      f.complete = true;
+      return;
+    }
+    f.done = f.direct_len;
+    finish_tail(f);
   };
   auto submit_sync = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -194,11 +332,18 @@ void UringWriter::run() {
       const bool got = q.empty() ? todo_.wait_dequeue_timed(b, 1000000) : todo_.try_dequeue(b);
       if (!got) break;
       if (b == nullptr) break;  // the destructor's wake-up: check stop_ below
-      q.push_back(Inflight{b, next_offset});
+      q.emplace_back();
+      q.back().buffer = b;
+      q.back().offset = next_offset;
       if (!b->sync) {
         next_offset += b->len;
         if (b->len == 0) q.back().complete = true;
-        else submit_write(q.back());
+        else if (direct_.load(std::memory_order_relaxed)) {
+          q.back().direct = true;
+          prepare_direct(q.back());
+        } else {
+          submit_write(q.back());
+        }
       }
     }
     if (q.empty()) {
@@ -213,9 +358,16 @@ void UringWriter::run() {
       else q.front().complete = true;
     }
     bool in_flight = false;
-    for (auto& f : q) {  // writes that found the submission queue full go now
-      if (!f.submitted && !f.buffer->sync && !f.complete) submit_write(f);
+    // Writes that found the submission queue full go now; a staged direct write once every
+    // buffer before it is complete.
+    bool earlier_complete = true;
+    for (auto& f : q) {
+      if (!f.submitted && !f.buffer->sync && !f.complete) {
+        if (!f.direct) submit_write(f);
+        else if (earlier_complete) start_direct(f);
+      }
       in_flight |= f.submitted;
+      earlier_complete = earlier_complete && f.complete;
     }
 
     io_uring_cqe* cqe = nullptr;
@@ -237,12 +389,22 @@ void UringWriter::run() {
         f->complete = true;
       } else if (res == -EAGAIN || res == -EINTR) {
         submit_write(*f);  // transient: the same bytes again
+      } else if (res == -EINVAL && f->stage.data != nullptr) {
+        // O_DIRECT refused (an alignment this filesystem does not take): this buffer through
+        // the page cache, and every later one (those already staged fall back the same way).
+        direct_.store(false, std::memory_order_release);
+        finish_buffered(*f);
       } else if (res < 0) {
         f->error = -res;
         f->complete = true;
       } else if (res == 0) {
         f->error = EIO;  // no progress on a non-empty write
         f->complete = true;
+      } else if (f->stage.data != nullptr) {
+        f->done += static_cast<size_t>(res);
+        if (f->done >= f->direct_len) finish_tail(*f);
+        else if (f->done % kDirectBlock == 0) submit_write(*f);  // short: the rest, further on
+        else finish_buffered(*f);  // short inside a block: the rest is not aligned any more
       } else {
         f->done += static_cast<size_t>(res);
         if (f->done < f->buffer->len) submit_write(*f);  // short write: the rest, further on
@@ -253,6 +415,7 @@ void UringWriter::run() {
     while (!q.empty() && q.front().complete) {
       Inflight f = q.front();
       q.pop_front();
+      release_stage(f);
       if (f.error != 0) {
         report(f.error);
         f.buffer->failed = true;
@@ -273,6 +436,7 @@ void UringWriter::run() {
           }
           Inflight g = q.front();
           q.pop_front();
+          release_stage(g);
           if (!g.buffer->sync) g.buffer->failed = true;
           g.buffer->file_end = good_end;
           done_.enqueue(g.buffer);

@@ -49,13 +49,26 @@ class UringWriter {
   // the ones in flight behind it).
   enum class Fallback : uint8_t { kRequired, kSynchronous };
 
+  // kTry: a regular file is written with O_DIRECT where the filesystem takes it, so the kernel
+  // does not copy the bytes into its page cache (on the VM measured, that copy was most of the
+  // drainer's time: docs/performance.md). The file's bytes, their order, the returned buffers,
+  // file_end, the cut-back after a failed write and a restart's resume are the same as kOff's.
+  // Each buffer's whole 4 KiB blocks of the file are copied to an aligned staging buffer and
+  // written with O_DIRECT; its bytes before the first block boundary and after the last go with
+  // pwrite(2) (no block is written both ways; the file always ends at its last byte, nothing
+  // padded). A buffer starts once the one before it is complete, and its tail is written after
+  // its blocks, so the file grows only over bytes that are in it. Falls back to kOff, for good,
+  // where the O_DIRECT open or a direct write is refused (EINVAL), and for pipes, devices and
+  // the synchronous writer.
+  enum class Direct : uint8_t { kOff, kTry };
+
   // Opens `path` for writing (created 0644 before the umask), cuts a regular file to its first
   // `keep_bytes` bytes (the part a previous drainer committed; 0 = start empty) and appends
   // after them; sets up io_uring. Throws spanring::Error when the file cannot be opened or cut,
   // or (kRequired) io_uring cannot be set up (ErrorCode::kUnsupported); nothing has been
   // written then.
   UringWriter(const std::string& path, unsigned queue_depth, uint64_t keep_bytes = 0,
-              Fallback fallback = Fallback::kRequired);
+              Fallback fallback = Fallback::kRequired, Direct direct = Direct::kOff);
   ~UringWriter();  // stops the thread after every queued buffer is written
   UringWriter(const UringWriter&) = delete;
   UringWriter& operator=(const UringWriter&) = delete;
@@ -74,11 +87,14 @@ class UringWriter {
   // then says why ("io_uring_queue_init: Function not implemented"), else it is empty.
   bool synchronous() const noexcept { return !fallback_cause_.empty(); }
   const std::string& fallback_cause() const noexcept { return fallback_cause_; }
+  // True while buffers go with O_DIRECT (Direct::kTry and nothing refused it so far).
+  bool direct() const noexcept { return direct_.load(std::memory_order_acquire); }
 
  private:
   void run();              // the io_uring writer thread
   void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous)
   void report_error(int err, std::set<int>& reported);  // first errno kept; each said once
+  void open_direct();      // constructor, Direct::kTry: dfd_ and the partial block, or nothing
   struct Impl;
   std::unique_ptr<Impl> impl_;  // the io_uring, touched by the writer thread only
   std::string path_;
@@ -89,6 +105,8 @@ class UringWriter {
   uint64_t dev_ = 0;
   uint64_t ino_ = 0;
   int fd_ = -1;
+  int dfd_ = -1;                        // the same file opened with O_DIRECT, -1 when not used
+  std::atomic<bool> direct_{false};     // written by the constructor and the writer thread
   moodycamel::BlockingConcurrentQueue<Buffer*> todo_;
   moodycamel::BlockingConcurrentQueue<Buffer*> done_;
   std::atomic<uint64_t> bytes_written_{0};

@@ -10,6 +10,8 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace spanring {
@@ -43,12 +45,13 @@ namespace {
 // copies as is (shared/strace-format.md: printable ASCII 0x20-0x7e but `%` `[` `]`, and in names
 // also not space or `=`), which is what most names and attributes are; else returns false with
 // `out` partly written, and the caller encodes the field from its start (encode.h), which
-// also handles NUL, escapes and cuts. Works on whole 16-byte vectors with SSE2: reads and
+// also handles NUL, escapes and cuts. Works on whole 16-byte vectors (SSE2, NEON): reads and
 // writes len rounded up to 16 bytes, so `in` and `out` must have that much room (a RecordCopy's
 // payload and a line do: the static_assert below); the last vector's bytes past len are read
 // but ignored. Inline, without the call, the length dispatch and the class table of
 // encode_name/encode_attrs, whose own check cost ~80 instructions per field (callgrind).
-// Without SSE2 (aarch64): false, and the encoder's own loop does the work.
+// With NEON (aarch64) the same 16-byte vectors; with neither: false, and the encoder's own loop
+// does the work.
 template <bool kName>
 inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
 #if defined(__SSE2__)
@@ -78,6 +81,38 @@ inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
     const unsigned want = (1u << (len - i)) - 1;  // the field's bytes in this vector
     if ((~copied(v) & want) != 0) return false;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
+  }
+  return true;
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+  // The same check with NEON (aarch64): a lane is 0xff when its byte is copied as is (in
+  // 0x20/0x21..0x7e and none of the escaped bytes); a vector is taken when its smallest lane is.
+  const uint8x16_t lo = vdupq_n_u8(kName ? 0x21 : 0x20);
+  const uint8x16_t hi = vdupq_n_u8(0x7e);
+  const uint8x16_t pct = vdupq_n_u8('%');
+  const uint8x16_t lb = vdupq_n_u8('[');
+  const uint8x16_t rb = vdupq_n_u8(']');
+  const uint8x16_t eq = vdupq_n_u8('=');
+  auto copied = [&](uint8x16_t v) {
+    const uint8x16_t in_range = vandq_u8(vcgeq_u8(v, lo), vcleq_u8(v, hi));
+    uint8x16_t special = vorrq_u8(vceqq_u8(v, pct), vorrq_u8(vceqq_u8(v, lb), vceqq_u8(v, rb)));
+    if (kName) special = vorrq_u8(special, vceqq_u8(v, eq));
+    return vbicq_u8(in_range, special);
+  };
+  const auto* src = reinterpret_cast<const uint8_t*>(in);
+  auto* dst = reinterpret_cast<uint8_t*>(out);
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    const uint8x16_t v = vld1q_u8(src + i);
+    if (vminvq_u8(copied(v)) != 0xff) return false;
+    vst1q_u8(dst + i, v);
+  }
+  if (i < len) {
+    static constexpr uint8_t kLane[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const uint8x16_t v = vld1q_u8(src + i);
+    // Lanes past the field's end count as copied (their bytes are read but not the field's).
+    const uint8x16_t past = vcgeq_u8(vld1q_u8(kLane), vdupq_n_u8(static_cast<uint8_t>(len - i)));
+    if (vminvq_u8(vorrq_u8(copied(v), past)) != 0xff) return false;
+    vst1q_u8(dst + i, v);
   }
   return true;
 #else
@@ -315,12 +350,12 @@ size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
 
 size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
                          const char* payload, SpanLineOwner& owner) noexcept {
-#if defined(__SSE2__)
+#if defined(__SSE2__) || (defined(__ARM_NEON) && defined(__aarch64__))
   bool plain = true;
   const size_t n = span_line(out, PlainSpan{pid, tid, h, payload, &plain}, owner);
   return plain ? n : 0;
 #else
-  // copy_plain copies nothing without SSE2: every record takes the RecordCopy path.
+  // copy_plain copies nothing without SSE2 or NEON: every record takes the RecordCopy path.
   (void)out, (void)pid, (void)tid, (void)h, (void)payload, (void)owner;
   return 0;
 #endif
@@ -329,7 +364,7 @@ size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHead
 size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
                            const CompactRecord& c, const std::string_view* strings,
                            SpanLineOwner& owner) noexcept {
-#if defined(__SSE2__)
+#if defined(__SSE2__) || (defined(__ARM_NEON) && defined(__aarch64__))
   bool plain = true;
   const size_t n = span_line(out, CompactSpan{pid, tid, h, c, strings, &plain}, owner);
   return plain ? n : 0;

@@ -99,10 +99,10 @@ size_t format_span(char* out, uint32_t pid, uint32_t tid, const RecordCopy& rec,
 // its cap (packed attributes: a well-formed list whose text is plain and not cut). Each payload
 // byte is read once (the check and the copy from the same load; packed bytes copied out before
 // they are parsed), so the line holds what was checked even if the bytes change meanwhile.
-// Returns 0 otherwise (and always without SSE2), with `out` partly written and `owner`'s caches
-// possibly refreshed (the same bytes either way): the caller then formats the record from a
-// RecordCopy. `out` needs room for kPlainLineRoom bytes (packed attributes are unpacked in the
-// line with unpack_attrs_fast's room).
+// Returns 0 otherwise (and always without SSE2 or NEON), with `out` partly written and
+// `owner`'s caches possibly refreshed (the same bytes either way): the caller then formats the
+// record from a RecordCopy. `out` needs room for kPlainLineRoom bytes (packed attributes are
+// unpacked in the line with unpack_attrs_fast's room).
 inline constexpr size_t kPlainLineRoom = kMaxLineBytes + kAttrsWriteRoom;
 size_t format_span_plain(char* out, uint32_t pid, uint32_t tid, const RecordHeader& h,
                          const char* payload, SpanLineOwner& owner) noexcept;

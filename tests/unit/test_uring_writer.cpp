@@ -3,6 +3,9 @@
 // output into a pipe arrives whole and in order; a write cut short by the file size limit is
 // finished where it can be and then reported, the file cut back to its last whole buffer;
 // /dev/full reports ENOSPC once (through the diagnostics channel) and hands every buffer back as failed.
+// Direct::kTry (O_DIRECT where the filesystem takes it): the same bytes at the same offsets for
+// buffers of any length and any kept prefix, the file exactly as long as what came back after
+// every buffer, the same cut-back at the file size limit, and the same bytes on tmpfs.
 #include "drain/uring_writer.h"
 
 #include "drain/diagnostics.h"
@@ -17,6 +20,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -252,6 +256,163 @@ TEST_CASE("/dev/full: ENOSPC is reported once and every buffer comes back failed
   CHECK(err.find("writing /dev/full failed: No space left on device") != std::string::npos);
   // Said once, however many writes failed.
   CHECK(err.find("No space left", err.find("No space left") + 1) == std::string::npos);
+}
+
+TEST_CASE("direct writes: any lengths and offsets land byte-exact, the file ends at its last byte") {
+  TempPath file;
+  UringWriter w(file.path, 4, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
+  // /tmp on tmpfs refuses O_DIRECT: the page-cache path then, with the same promises.
+  if (!w.direct()) MESSAGE("O_DIRECT refused on /tmp: checking the page-cache path instead");
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  std::string want;
+  uint32_t x = 12345;
+  // Lengths around and across 4 KiB blocks: inside one block, exactly one, odd sizes, large.
+  const size_t lengths[] = {1, 4095, 1, 4096, 100, 8192, 5000, 3, 4093, 65537, 1 << 20, 7, 0, 4096,
+                            12289, 2};
+  for (size_t n : lengths) {
+    auto b = make_buffer(n == 0 ? 16 : n, 'x');
+    b->len = n;
+    for (size_t i = 0; i < n; ++i) {
+      x = x * 1103515245u + 12345u;
+      b->data[i] = static_cast<char>('a' + (x >> 16) % 26);
+    }
+    want.append(b->data.get(), n);
+    bufs.push_back(std::move(b));
+  }
+  uint64_t end = 0;
+  for (const auto& b : bufs) {  // one at a time: the file's size after each one
+    w.submit(b.get());
+    Buffer* back = nullptr;
+    while ((back = w.take_done(1000000)) == nullptr) {
+    }
+    CHECK(back == b.get());
+    CHECK_FALSE(back->failed);
+    end += back->len;
+    CHECK(back->file_end == end);
+    CHECK(read_file(file.path) == want.substr(0, end));  // no padding, no hole
+  }
+  // And all in flight together, after them.
+  const std::vector<Buffer*> back = write_all(w, bufs);
+  for (size_t i = 0; i < back.size(); ++i) {
+    CHECK(back[i] == bufs[i].get());
+    CHECK_FALSE(back[i]->failed);
+  }
+  sync(w);
+  CHECK_FALSE(w.had_error());
+  CHECK(read_file(file.path) == want + want);
+}
+
+TEST_CASE("direct writes: a reader of the live file sees only written bytes, never a hole") {
+  TempPath file;
+  std::atomic<bool> done{false};
+  std::atomic<size_t> holes{0}, reads{0};
+  std::thread reader([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      const std::string now = read_file(file.path);
+      if (now.find('\0') != std::string::npos) holes.fetch_add(1, std::memory_order_relaxed);
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  {
+    UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    for (int i = 0; i < 200; ++i)
+      bufs.push_back(make_buffer(1000 + static_cast<size_t>(i) * 997 % 70000,
+                                 static_cast<char>('a' + i % 26)));
+    write_all(w, bufs);
+    sync(w);
+  }
+  done.store(true, std::memory_order_release);
+  reader.join();
+  CHECK(reads.load() > 0);
+  CHECK(holes.load() == 0);  // the file grows only over bytes that are in it
+}
+
+TEST_CASE("direct writes after a kept prefix that ends inside a block") {
+  for (const uint64_t keep : {uint64_t{0}, uint64_t{4096}, uint64_t{4100}, uint64_t{10000}}) {
+    CAPTURE(keep);
+    TempPath file(std::string(keep, 'k') + std::string(700, 'u'));  // 700 uncommitted bytes
+    UringWriter w(file.path, 8, keep, UringWriter::Fallback::kRequired,
+                  UringWriter::Direct::kTry);
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    bufs.push_back(make_buffer(5000, 'n'));
+    bufs.push_back(make_buffer(10, 'm'));
+    bufs.push_back(make_buffer(9000, 'o'));
+    const std::vector<Buffer*> back = write_all(w, bufs);
+    CHECK(back[2]->file_end == keep + 14010);
+    sync(w);
+    CHECK(read_file(file.path) == std::string(keep, 'k') + std::string(5000, 'n') +
+                                      std::string(10, 'm') + std::string(9000, 'o'));
+  }
+}
+
+TEST_CASE("direct writes cut short by the file size limit: the rest fails, the file ends whole") {
+  struct sigaction ign {}, old {};
+  ign.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGXFSZ, &ign, &old) == 0);
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  TempPath file;
+  std::string err;
+  std::vector<Buffer*> back;
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  {
+    DiagnosticsCapture cap;
+    {
+      UringWriter w(file.path, 1, 0, UringWriter::Fallback::kRequired,
+                    UringWriter::Direct::kTry);
+      rlimit lim = saved;
+      lim.rlim_cur = 150000;
+      REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+      bufs.push_back(make_buffer(100000, 'a'));
+      bufs.push_back(make_buffer(100000, 'b'));  // crosses the limit
+      bufs.push_back(make_buffer(100000, 'c'));  // after the cut-back, still over the limit
+      bufs.push_back(make_buffer(10, 'd'));      // fits after the cut-back: written
+      back = write_all(w, bufs);
+      CHECK(w.had_error());
+      CHECK(w.bytes_written() == 100010);
+      ::setrlimit(RLIMIT_FSIZE, &saved);
+      // Writing goes on after the failure, from the cut-back end.
+      std::vector<std::unique_ptr<Buffer>> more;
+      more.push_back(make_buffer(5000, 'e'));
+      const std::vector<Buffer*> again = write_all(w, more);
+      CHECK_FALSE(again[0]->failed);
+      CHECK(again[0]->file_end == 105010);
+      sync(w);
+    }
+    err = cap.text();
+  }
+  ::sigaction(SIGXFSZ, &old, nullptr);
+  REQUIRE(back.size() == 4);
+  CHECK_FALSE(back[0]->failed);
+  CHECK(back[1]->failed);
+  CHECK(back[2]->failed);
+  CHECK_FALSE(back[3]->failed);
+  CHECK(back[1]->file_end == 100000);
+  CHECK(back[3]->file_end == 100010);
+  CHECK(read_file(file.path) ==
+        std::string(100000, 'a') + std::string(10, 'd') + std::string(5000, 'e'));
+  CHECK(err.find("File too large") != std::string::npos);
+}
+
+TEST_CASE("direct writes on tmpfs (O_DIRECT refused before Linux 6.6, page-cache writes after): same bytes") {
+  char dir[] = "/dev/shm/spanring-uring-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) {
+    MESSAGE("no /dev/shm here: skipped");
+    return;
+  }
+  const std::string path = std::string(dir) + "/out";
+  {
+    UringWriter w(path, 4, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    bufs.push_back(make_buffer(5000, 'p'));
+    bufs.push_back(make_buffer(3, 'q'));
+    write_all(w, bufs);
+    sync(w);
+    CHECK(read_file(path) == std::string(5000, 'p') + std::string(3, 'q'));
+  }
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 }  // TEST_SUITE("unit")
