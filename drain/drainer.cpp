@@ -160,8 +160,7 @@ char* Drainer::reserve_slow(size_t bytes) {
   return full_ ? nullptr : current_->data.get() + current_->len;
 }
 
-void Drainer::mark_dirty(uint32_t index, RingState& rs) {
-  if (rs.dirty) return;
+void Drainer::add_dirty(uint32_t index, RingState& rs) {
   rs.dirty = true;
   dirty_.push_back(index);
 }
