@@ -160,8 +160,7 @@ char* Drainer::reserve_slow(size_t bytes) {
   return full_ ? nullptr : current_->data.get() + current_->len;
 }
 
-void Drainer::mark_dirty(uint32_t index, RingState& rs) {
-  if (rs.dirty) return;
+void Drainer::add_dirty(uint32_t index, RingState& rs) {
   rs.dirty = true;
   dirty_.push_back(index);
 }
@@ -473,7 +472,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       size_t n = 0;
       uint16_t slots = 1;
       uint64_t raw_ts = 0;
-      if (const std::byte* payload = reader.peek_plain(head, stop, rs.next_seq, ph, why)) {
+      if (const std::byte* payload = reader.peek_plain(head, stop, rs.next_seq, ph)) {
         raw_ts = ph.ts_ns;
         if (ph.flags & kRecordTsc) {
           if (!spans) spans.emplace(clock_, TscClock::Pair{rs.anchor_tsc, rs.anchor_mono});

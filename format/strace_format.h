@@ -63,6 +63,10 @@ class SpanLineOwner {
   }
   // The longest `<inv> hid=<hid> depth=`: 20 + 5 + 16 + 7 bytes; copied whole.
   static constexpr size_t kInvHidCopyBytes = 48;
+  // The longest ` hid=<hid> depth=` (5 + 16 + 7 bytes), kept for the last hid and copied whole
+  // after a new inv (room: an inv of 20 digits, then these 32 bytes, in inv_hid_).
+  static constexpr size_t kHidCopyBytes = 32;
+  static_assert(20 + kHidCopyBytes >= kInvHidCopyBytes);
 
   DecimalCache times;  // ts and ts + dur of this sink's lines
 
@@ -74,7 +78,15 @@ class SpanLineOwner {
   uint64_t hid_ = 0;
   bool inv_hid_set_ = false;
   size_t inv_hid_len_ = 0;
-  char inv_hid_[kInvHidCopyBytes] = {};
+  // `<inv> hid=<hid> depth=`; the bytes past inv_hid_len_ are write room (write_decimal's 20
+  // and the hid text's kHidCopyBytes).
+  char inv_hid_[20 + kHidCopyBytes] = {};
+  // ` hid=<hid_text_of_> depth=` (hid_text_len_ bytes) for hid hid_text_of_: a thread's
+  // invocations mostly share one hid, so a new inv converts only its own digits.
+  uint64_t hid_text_of_ = 0;
+  bool hid_text_set_ = false;
+  uint32_t hid_text_len_ = 0;
+  char hid_text_[kHidCopyBytes + 16] = {};  // write_hex's room past the text
   uint32_t pid_ = 0;
   uint32_t tid_ = 0;
   bool set_ = false;

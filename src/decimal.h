@@ -18,6 +18,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace spanring {
 namespace decimal_detail {
 
@@ -33,6 +37,49 @@ inline uint64_t digits8(uint32_t v) noexcept {
   // (x * 103) >> 10 is x / 10 for x < 100; a lane's product (< 2^14) stays in its lane.
   q = ((x * 103) >> 10) & 0x000F000F000F000Full;
   return q | ((x - 10 * q) << 8);  // bytes: a | b | c | d | e | f | g | h
+}
+
+// digits8(a) and digits8(b) (both < 10^8) at once. With SSE2, the two numbers go through one
+// set of vector steps (the 8-digit conversion of M. Yi's itoa-benchmark, "sse2", for two
+// numbers): a and b split into 4-digit halves by one multiply, each half's four prefixes
+// (x / 1000, x / 100, x / 10, x) by two 16-bit high multiplies in parallel, the digits as
+// each prefix minus ten times the one before it; ~30 instructions for both, against ~27 for
+// each with digits8 (callgrind). A span line converts its start's low digits and its duration
+// this way. test_decimal checks it against digits8.
+inline void digits8x2(uint32_t a, uint32_t b, uint64_t& da, uint64_t& db) noexcept {
+#if defined(__SSE2__)
+  // 32-bit lanes [a, 0, b, 0]: _mm_mul_epu32 multiplies lanes 0 and 2 into 64-bit products.
+  const __m128i v = _mm_unpacklo_epi64(_mm_cvtsi32_si128(static_cast<int>(a)),
+                                       _mm_cvtsi32_si128(static_cast<int>(b)));
+  // x / 10000 = (x * 0xd1b71759) >> 45 for x < 10^8 (the product stays under 2^64).
+  const __m128i hi = _mm_srli_epi64(_mm_mul_epu32(v, _mm_set1_epi32(static_cast<int>(0xd1b71759u))), 45);
+  const __m128i lo = _mm_sub_epi32(v, _mm_mul_epu32(hi, _mm_set1_epi32(10000)));
+  // 16-bit lanes [4 hi_a, 4 lo_a, 0, 0, 4 hi_b, 4 lo_b, 0, 0] (each half < 10^4: times 4 stays
+  // under 2^16, and no lane reaches the next).
+  const __m128i t = _mm_slli_epi64(_mm_or_si128(hi, _mm_slli_epi64(lo, 16)), 2);
+  // Each half in four lanes: [4 hi x4, 4 lo x4], one register per number.
+  const __m128i ra = _mm_unpacklo_epi32(_mm_unpacklo_epi16(t, t), _mm_unpacklo_epi16(t, t));
+  const __m128i rb = _mm_unpacklo_epi32(_mm_unpackhi_epi16(t, t), _mm_unpackhi_epi16(t, t));
+  // Lanes x / 1000, x / 100, x / 10, x of each half x: (4x * m >> 16) * s >> 16 with
+  // m = 8389, 5243, 13108, 32768 and s = 2^7, 2^11, 2^13, 2^15 (exact for x < 10^4).
+  const __m128i m = _mm_set_epi16(static_cast<short>(0x8000), 13108, 5243, 8389,
+                                  static_cast<short>(0x8000), 13108, 5243, 8389);
+  const __m128i sh = _mm_set_epi16(static_cast<short>(0x8000), 1 << 13, 1 << 11, 1 << 7,
+                                   static_cast<short>(0x8000), 1 << 13, 1 << 11, 1 << 7);
+  const __m128i ten = _mm_set1_epi16(10);
+  auto digits = [&](__m128i r) {
+    const __m128i q = _mm_mulhi_epu16(_mm_mulhi_epu16(r, m), sh);  // prefixes
+    // Each prefix minus ten times the prefix before it (zero before the first of a half).
+    return _mm_sub_epi16(q, _mm_slli_epi64(_mm_mullo_epi16(q, ten), 16));
+  };
+  // Bytes 0..7: a's digits, most significant first; bytes 8..15: b's.
+  const __m128i d = _mm_packus_epi16(digits(ra), digits(rb));
+  da = static_cast<uint64_t>(_mm_cvtsi128_si64(d));
+  db = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(d, d)));
+#else
+  da = digits8(a);
+  db = digits8(b);
+#endif
 }
 
 // Writes v (1..10^8 - 1) without leading zeros.
@@ -196,8 +243,8 @@ class DecimalCache {
           len_ = static_cast<uint32_t>(trimmed8(text_, static_cast<uint32_t>(hi)) - text_);
         }
         t.fast_ = true;
-        t.start_digits_ = digits8(static_cast<uint32_t>(lo));
-        t.dur_digits_ = digits8(static_cast<uint32_t>(dur));
+        digits8x2(static_cast<uint32_t>(lo), static_cast<uint32_t>(dur), t.start_digits_,
+                  t.dur_digits_);
         t.end_digits_ = add_digits8(t.start_digits_, t.dur_digits_);
       }
     }

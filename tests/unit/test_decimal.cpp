@@ -120,6 +120,26 @@ TEST_CASE("add_digits8 gives the digits of a sum under 10^8 for any carry chain"
   }
 }
 
+TEST_CASE("digits8x2 gives digits8 of both numbers, at every digit position and boundary") {
+  using decimal_detail::digits8;
+  using decimal_detail::digits8x2;
+  auto check = [](uint32_t a, uint32_t b) {
+    uint64_t da = 0;
+    uint64_t db = 0;
+    digits8x2(a, b, da, db);
+    if (da != digits8(a) || db != digits8(b))
+      FAIL("digits8x2(", a, ", ", b, ") is not digits8 of each");
+  };
+  // Every digit 0..9 at every position, the halves' boundaries (x / 10^4), both ends.
+  std::vector<uint32_t> edges{0, 1, 9'999, 10'000, 10'001, 99'999'999, 12'345'678, 87'654'321};
+  for (uint32_t p = 1; p < 100'000'000u; p *= 10)
+    for (uint32_t d = 0; d <= 9; ++d) edges.insert(edges.end(), {d * p, d * p + p - 1});
+  for (const uint32_t a : edges)
+    for (const uint32_t b : edges) check(a, b);
+  std::mt19937 rng(0xd8a2);
+  for (int i = 0; i < 2'000'000; ++i) check(rng() % 100'000'000u, rng() % 100'000'000u);
+}
+
 TEST_CASE("DecimalCache::span writes a span's end, start and dur as std::to_chars does") {
   // Spans whose end shares the start's leading digits (the digit-by-digit sum), spans that
   // cross a 10^8 boundary, times outside [10^8, 10^16), long and zero durations, the three

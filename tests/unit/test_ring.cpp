@@ -570,7 +570,7 @@ TEST_CASE("RingReader::peek_plain takes only records read() takes, and reads onl
     RingReader r(&ring.header(), ring.slots(), OneRing::kCapacity, pos);
     RecordHeader got;
     std::string why;
-    const std::byte* payload = r.peek_plain(head, stop, 77, got, why);
+    const std::byte* payload = r.peek_plain(head, stop, 77, got);
     CHECK(r.position() == pos);
     if (payload == nullptr) continue;
     ++taken;
