@@ -62,7 +62,7 @@ class SPANRING_HIDDEN RingWriter {
     // relaxed: both were last written before the drainer's release of kRingFree, which the
     // claim's CAS acquired.
     own_head_ = shared->head.load(std::memory_order_relaxed);
-    room_end_ = shared->tail.load(std::memory_order_relaxed) + capacity;
+    room_last_ = shared->tail.load(std::memory_order_relaxed) + mask_;
     next_seq_ = 0;
     own_drops_ = 0;
     gate_ &= ~kGateGap;
@@ -177,7 +177,7 @@ class SPANRING_HIDDEN RingWriter {
     // cached room's end; else reread_room rereads the tail (out of line: the common case keeps
     // no register for it).
     if ((own_head_ & mask_) > mask_ - (kTextRoomSlots - 1)) return false;
-    if (__builtin_expect(free_slots() >= kTextRoomSlots, 1)) return true;
+    if (__builtin_expect(room_for(kTextRoomSlots), 1)) return true;
     return reread_room(kTextRoomSlots);
   }
   char* text_payload() const noexcept {
@@ -342,29 +342,33 @@ class SPANRING_HIDDEN RingWriter {
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
-  // The slots free from head as far as this writer knows (room_end_ - head, at most the
-  // capacity): a difference of the counters, so it stays right when they wrap past 2^64.
-  int64_t free_slots() const noexcept { return static_cast<int64_t>(room_end_ - own_head_); }
+  // Whether `need` (1..capacity) slots from head are free as far as this writer knows: the
+  // last of them, head + need - 1, is at or before room_last_. A difference of the counters
+  // tested for its sign, so it stays right when they wrap past 2^64; for need 1 that is one
+  // compare of head with room_last_ and a branch on the sign (where room_end_ - head > 0 took a
+  // subtraction and a test).
+  bool room_for(uint32_t need) const noexcept {
+    return static_cast<int64_t>(room_last_ - own_head_ - (need - 1)) >= 0;
+  }
 
   // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
   // the ring is full. The reread stays inline here (reread_room is its out-of-line twin for
   // text_room): calling reread_room instead cost `Span` 197.8 -> 198.8 and `SPANRING_SPAN`
   // 183.3 -> 188.3 Ir per record (bench/ir-per-record, release).
   bool has_room(uint32_t need) noexcept {
-    const uint64_t cap = mask_ + 1;
-    if (free_slots() >= need) return true;
+    if (room_for(need)) return true;
     // acquire: pairs with the drainer's release of tail, made after it finished reading the
     // slots below tail, so our writes to them cannot race its reads.
-    room_end_ = shared_->tail.load(std::memory_order_acquire) + cap;
-    return free_slots() >= need;
+    room_last_ = shared_->tail.load(std::memory_order_acquire) + mask_;
+    return room_for(need);
   }
 
   // has_room's second half, out of line for text_room: rereads the drainer's tail and says
   // whether `need` slots are free.
   __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
     // acquire: as in has_room.
-    room_end_ = shared_->tail.load(std::memory_order_acquire) + mask_ + 1;
-    return free_slots() >= need;
+    room_last_ = shared_->tail.load(std::memory_order_acquire) + mask_;
+    return room_for(need);
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).
@@ -449,10 +453,10 @@ class SPANRING_HIDDEN RingWriter {
   std::byte* slots_;      // the ring's first slot
   uint64_t mask_;         // capacity - 1, slots
   uint64_t own_head_;     // private copy of shared_->head
-  // The last value read of shared_->tail (the drainer's) plus the capacity: the head position
-  // up to which slots are free as far as this writer knows, so a room test is one difference
-  // and one compare (free_slots; modulo 2^64, as every counter).
-  uint64_t room_end_;
+  // The last value read of shared_->tail (the drainer's) plus the capacity minus 1: the last
+  // head position whose slot is free as far as this writer knows, so a room test is one
+  // compare (room_for; modulo 2^64, as every counter).
+  uint64_t room_last_;
   uint64_t next_seq_;     // sequence number of the next record
   uint64_t own_drops_;    // private copy of shared_->drops
   // The gate: 0 or bits at and above bit 16, exactly kGateOpen when the
