@@ -10,9 +10,9 @@
 //   shared_->head   the producer's published head (RingHeader line 1)
 //   own_head_       the producer's private copy of it (RingWriter; equal to shared head
 //                   whenever no record is being written)
-//   room_end_       the producer's last read of the drainer's shared tail plus the capacity;
-//                   reread only when the ring looks full, so the producer rarely touches the
-//                   drainer's line
+//   room_last_      the producer's last read of the drainer's shared tail plus the capacity
+//                   minus 1 (the last free position); reread only when the ring looks full,
+//                   so the producer rarely touches the drainer's line
 //   shared_->tail   the drainer's published tail (RingHeader line 2), moved by its commit
 //                   journal once the records below it are in the file (drain/journal.h)
 //   position_       the drainer's private read position, at or past the shared tail

@@ -62,9 +62,9 @@ class SPANRING_HIDDEN RingWriter {
     // relaxed: both were last written before the drainer's release of kRingFree, which the
     // claim's CAS acquired.
     own_head_ = shared->head.load(std::memory_order_relaxed);
-    room_end_ = shared->tail.load(std::memory_order_relaxed) + capacity;
-    next_seq_ = 0;
-    own_drops_ = 0;
+    room_last_ = shared->tail.load(std::memory_order_relaxed) + mask_;
+    seq_off_ = 0 - own_head_;  // sequence number 0 at head
+    text_last_ = own_head_ - 1;  // unknown: the first text record computes it (text_room)
     gate_ &= ~kGateGap;
     shared->drops.store(0, std::memory_order_relaxed);
   }
@@ -137,8 +137,8 @@ class SPANRING_HIDDEN RingWriter {
     std::byte* const slots = slots_;
     const uint64_t mask = mask_;
     std::byte* first = slots + (head & mask) * kSlotBytes;
-    const uint64_t seq = put_header(first, ts, dur, inv, hid, depth, name_len, attrs_len, need,
-                                    flags);
+    const uint64_t off = put_header(first, ts, dur, inv, hid, depth, name_len, attrs_len, need,
+                                    flags, head);
     if ((head & mask) + need <= mask + 1) {
       // The record does not wrap: its payload is contiguous, from the header's payload field
       // into the slots that follow (addressed from the slot bytes, not from the 12-byte
@@ -150,7 +150,7 @@ class SPANRING_HIDDEN RingWriter {
       put_payload(0, name, name_len);
       put_payload(name_len, attrs, attrs_len);
     }
-    next_seq_ = seq + 1;
+    seq_off_ = off + 1 - need;
     gate_ &= ~kGateGap;
     own_head_ = head + need;
     // release: the record's bytes are visible to the drainer's acquire of head.
@@ -167,18 +167,14 @@ class SPANRING_HIDDEN RingWriter {
   static_assert(kTextRoomSlots == 6 && kTextRoomSlots <= kMinRingCapacity);
 
   // text_room(): whether kTextRoomSlots slots from head are free and do not wrap around the
-  // ring's end (rereads the drainer's tail only when the cached one says the ring is that
-  // full); false: the caller takes write(). After it said true, the caller may store anything
-  // in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from text_payload(),
-  // the payload of the record at head, and publish what it stored with commit_text().
+  // ring's end; false: the caller takes write(). After it said true, the caller may store
+  // anything in the kInlinePayloadBytes + (kTextRoomSlots - 1) * kSlotBytes bytes from
+  // text_payload(), the payload of the record at head, and publish what it stored with
+  // commit_text(). One compare of head with text_last_ (a cache of the last head position
+  // where both hold); only when that fails, text_room_slow computes it again.
   bool text_room() noexcept {
-    // head's index is at most capacity - kTextRoomSlots (the ring has at least
-    // kMinRingCapacity slots), and kTextRoomSlots more slots from head end at or before the
-    // cached room's end; else reread_room rereads the tail (out of line: the common case keeps
-    // no register for it).
-    if ((own_head_ & mask_) > mask_ - (kTextRoomSlots - 1)) return false;
-    if (__builtin_expect(free_slots() >= kTextRoomSlots, 1)) return true;
-    return reread_room(kTextRoomSlots);
+    if (__builtin_expect(static_cast<int64_t>(text_last_ - own_head_) >= 0, 1)) return true;
+    return text_room_slow();
   }
   char* text_payload() const noexcept {
     return reinterpret_cast<char*>(slot(own_head_) + offsetof(RecordHeader, payload));
@@ -195,11 +191,11 @@ class SPANRING_HIDDEN RingWriter {
                                                   uint64_t inv, uint64_t hid, uint32_t depth,
                                                   uint16_t flags) noexcept {
     const uint32_t need = record_slots(name_len + attrs_len);
-    const uint64_t seq =
-        put_header(reinterpret_cast<std::byte*>(payload - offsetof(RecordHeader, payload)), ts,
-                   dur, inv, hid, depth, name_len, attrs_len, need, flags);
     const uint64_t head = own_head_;
-    next_seq_ = seq + 1;
+    const uint64_t off =
+        put_header(reinterpret_cast<std::byte*>(payload - offsetof(RecordHeader, payload)), ts,
+                   dur, inv, hid, depth, name_len, attrs_len, need, flags, head);
+    seq_off_ = off + 1 - need;
     gate_ &= ~kGateGap;
     own_head_ = head + need;
     // release: the record's bytes are visible to the drainer's acquire of head.
@@ -263,9 +259,10 @@ class SPANRING_HIDDEN RingWriter {
                                                         uint32_t dur, uint64_t word6,
                                                         uint64_t word7) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
-    // reloaded; the record is 8 stores of 8 bytes.
+    // reloaded; the record is 7 stores of 8 bytes and 2 of 4.
     const uint64_t head = own_head_;
-    const uint64_t seq = next_seq_;
+    // A one-slot record moves head and the sequence number by one each: seq_off_ stays.
+    const uint64_t seq = head + seq_off_;
     std::byte* const slots = slots_;
     const uint64_t mask = mask_;
     std::byte* const rec = slots + (head & mask) * kSlotBytes;
@@ -276,10 +273,12 @@ class SPANRING_HIDDEN RingWriter {
     store_word(rec, 2, hid);
     store_word(rec, 3, values01);
     store_word(rec, 4, values23);
-    store_word(rec, 5, dur | (seq & 0xffffffffu) << 32);  // dur_ns, seq_lo
+    // dur_ns and seq_lo as two 32-bit stores: one 64-bit word of them took a shift and an OR.
+    const uint32_t seq_lo = static_cast<uint32_t>(seq);
+    std::memcpy(rec + offsetof(CompactRecord, dur_ns), &dur, 4);
+    std::memcpy(rec + offsetof(CompactRecord, seq_lo), &seq_lo, 4);
     store_word(rec, 6, word6);
     store_word(rec, 7, word7);
-    next_seq_ = seq + 1;
     own_head_ = head + 1;
     // release: the record's bytes are visible to the drainer's acquire of head.
     shared_->head.store(head + 1, std::memory_order_release);
@@ -294,8 +293,8 @@ class SPANRING_HIDDEN RingWriter {
       count_drops(n);
       return;
     }
-    put_header(slot(own_head_), 0, n, 0, 0, 0, 0, 0, 1, kRecordReentrant);
-    next_seq_ += n;
+    put_header(slot(own_head_), 0, n, 0, 0, 0, 0, 0, 1, kRecordReentrant, own_head_);
+    seq_off_ += n - 1;  // n sequence numbers, one slot
     gate_ &= ~kGateGap;  // the marker carries the whole sequence number
     own_head_ += 1;
     // release: the marker's bytes are visible to the drainer's acquire of head.
@@ -309,16 +308,19 @@ class SPANRING_HIDDEN RingWriter {
   // slots just written, which costs nothing.
   static constexpr uint32_t kPrefetchSlots = 16;
 
-  // Writes the ten header fields of the record at `rec` (an ordinary record or a marker), its
-  // sequence number the next one (next_seq_, which the caller advances), and returns that
-  // number: every writer of a RecordHeader goes through here. The caller's values are stored
-  // first and next_seq_ is read last, so that each value's register is free once it is stored.
+  // Writes the ten header fields of the record at `rec` (an ordinary record or a marker) that
+  // starts at position `head` (own_head_), its sequence number the next one (head + seq_off_),
+  // and returns seq_off_ as read (the caller moves it on: seq_off_ += 1 - slots for one
+  // sequence number, since head moves by `slots`): every writer of a RecordHeader goes through
+  // here. The caller's values are stored first and seq_off_ is read last, so that each value's
+  // register is free once it is stored.
   // `slots` and `flags` are adjacent 16-bit fields, stored as one 32-bit word (little-endian; a
   // constant flags folds into it).
   __attribute__((always_inline)) uint64_t put_header(std::byte* rec, uint64_t ts, uint64_t dur,
                                                      uint64_t inv, uint64_t hid, uint32_t depth,
                                                      uint32_t name_len, uint32_t attrs_len,
-                                                     uint32_t slots, uint16_t flags) noexcept {
+                                                     uint32_t slots, uint16_t flags,
+                                                     uint64_t head) noexcept {
     static_assert(offsetof(RecordHeader, flags) == offsetof(RecordHeader, slots) + 2 &&
                   __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
     auto* h = reinterpret_cast<RecordHeader*>(rec);
@@ -331,9 +333,9 @@ class SPANRING_HIDDEN RingWriter {
     h->attrs_len = static_cast<uint16_t>(attrs_len);
     const uint32_t slots_flags = (slots & 0xffffu) | uint32_t{flags} << 16;
     std::memcpy(rec + offsetof(RecordHeader, slots), &slots_flags, 4);
-    const uint64_t seq = next_seq_;
-    h->seq = seq;
-    return seq;
+    const uint64_t off = seq_off_;
+    h->seq = head + off;
+    return off;
   }
 
   static void store_word(std::byte* rec, uint32_t i, uint64_t v) noexcept {
@@ -342,39 +344,54 @@ class SPANRING_HIDDEN RingWriter {
 
   std::byte* slot(uint64_t pos) const noexcept { return slots_ + (pos & mask_) * kSlotBytes; }
 
-  // The slots free from head as far as this writer knows (room_end_ - head, at most the
-  // capacity): a difference of the counters, so it stays right when they wrap past 2^64.
-  int64_t free_slots() const noexcept { return static_cast<int64_t>(room_end_ - own_head_); }
-
-  // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
-  // the ring is full. The reread stays inline here (reread_room is its out-of-line twin for
-  // text_room): calling reread_room instead cost `Span` 197.8 -> 198.8 and `SPANRING_SPAN`
-  // 183.3 -> 188.3 Ir per record (bench/ir-per-record, release).
-  bool has_room(uint32_t need) noexcept {
-    const uint64_t cap = mask_ + 1;
-    if (free_slots() >= need) return true;
-    // acquire: pairs with the drainer's release of tail, made after it finished reading the
-    // slots below tail, so our writes to them cannot race its reads.
-    room_end_ = shared_->tail.load(std::memory_order_acquire) + cap;
-    return free_slots() >= need;
+  // Whether `need` (1..capacity) slots from head are free as far as this writer knows: the
+  // last of them, head + need - 1, is at or before room_last_. A difference of the counters
+  // tested for its sign, so it stays right when they wrap past 2^64; for need 1 that is one
+  // compare of head with room_last_ and a branch on the sign (where room_end_ - head > 0 took a
+  // subtraction and a test).
+  bool room_for(uint32_t need) const noexcept {
+    return static_cast<int64_t>(room_last_ - own_head_ - (need - 1)) >= 0;
   }
 
-  // has_room's second half, out of line for text_room: rereads the drainer's tail and says
-  // whether `need` slots are free.
-  __attribute__((noinline)) bool reread_room(uint32_t need) noexcept {
-    // acquire: as in has_room.
-    room_end_ = shared_->tail.load(std::memory_order_acquire) + mask_ + 1;
-    return free_slots() >= need;
+  // Whether `need` slots are free; rereads the drainer's tail only when the cached one says
+  // the ring is full. The reread stays inline here: calling an out-of-line one instead cost
+  // `Span` 197.8 -> 198.8 and `SPANRING_SPAN` 183.3 -> 188.3 Ir per record
+  // (bench/ir-per-record, release).
+  bool has_room(uint32_t need) noexcept {
+    if (room_for(need)) return true;
+    // acquire: pairs with the drainer's release of tail, made after it finished reading the
+    // slots below tail, so our writes to them cannot race its reads.
+    room_last_ = shared_->tail.load(std::memory_order_acquire) + mask_;
+    return room_for(need);
+  }
+
+  // text_room's second half, out of line: the last head position from which kTextRoomSlots
+  // slots are free (rereading the drainer's tail when the cached one says they are not) and
+  // do not wrap (the last such position in head's lap, (head | mask) - (kTextRoomSlots - 1)),
+  // kept in text_last_, and whether head is at or before it. Both bounds only grow as head and
+  // the drainer's tail move on (until attach() takes another ring and resets text_last_), so a
+  // text_last_ computed earlier is never past the true one: a stale one only costs this call.
+  __attribute__((noinline)) bool text_room_slow() noexcept {
+    const uint64_t head = own_head_;
+    if (!room_for(kTextRoomSlots)) {
+      // acquire: as in has_room.
+      room_last_ = shared_->tail.load(std::memory_order_acquire) + mask_;
+    }
+    const uint64_t room = room_last_ - (kTextRoomSlots - 1);
+    const uint64_t lap = (head | mask_) - (kTextRoomSlots - 1);
+    // Both are within a capacity of head: their order is the sign of their difference.
+    text_last_ = static_cast<int64_t>(room - lap) < 0 ? room : lap;
+    return static_cast<int64_t>(text_last_ - head) >= 0;
   }
 
   // `n` records found the ring full: their sequence numbers are never published (a gap).
   void count_drops(uint64_t n) noexcept {
-    next_seq_ += n;
+    seq_off_ += n;
     gate_ |= kGateGap;
-    own_drops_ += n;
-    // release: the drainer pairs its acquire of drops with its acquire of head to attribute
-    // the gap; only the owner writes drops, so a store of the private copy suffices.
-    shared_->drops.store(own_drops_, std::memory_order_release);
+    // relaxed load: only the owner writes drops (attach set it to 0). release: the drainer
+    // pairs its acquire of drops with its acquire of head to attribute the gap.
+    shared_->drops.store(shared_->drops.load(std::memory_order_relaxed) + n,
+                         std::memory_order_release);
   }
 
   // Fetches for writing, kPrefetchSlots ahead of the new head `head`, the slots of a record of
@@ -449,12 +466,18 @@ class SPANRING_HIDDEN RingWriter {
   std::byte* slots_;      // the ring's first slot
   uint64_t mask_;         // capacity - 1, slots
   uint64_t own_head_;     // private copy of shared_->head
-  // The last value read of shared_->tail (the drainer's) plus the capacity: the head position
-  // up to which slots are free as far as this writer knows, so a room test is one difference
-  // and one compare (free_slots; modulo 2^64, as every counter).
-  uint64_t room_end_;
-  uint64_t next_seq_;     // sequence number of the next record
-  uint64_t own_drops_;    // private copy of shared_->drops
+  // The last value read of shared_->tail (the drainer's) plus the capacity minus 1: the last
+  // head position whose slot is free as far as this writer knows, so a room test is one
+  // compare (room_for; modulo 2^64, as every counter).
+  uint64_t room_last_;
+  // The sequence number of the next record minus own_head_ (mod 2^64): a one-slot record
+  // leaves it as it is (head and the number both move by one), so the compact record path
+  // neither loads, increments nor stores a sequence number; a record of n slots subtracts
+  // n - 1, a drop adds 1, a marker for n records adds n - 1.
+  uint64_t seq_off_;
+  // The last head position from which a text record's kTextRoomSlots slots are free and do
+  // not wrap, as far as this writer knows (text_room; never past the true one).
+  uint64_t text_last_;
   // The gate: 0 or bits at and above bit 16, exactly kGateOpen when the
   // caller's inline record path may run. This writer owns kGateGap; the thread state the
   // others. Read with epoch_ as one 64-bit word (gate_word). Owner thread and its signal

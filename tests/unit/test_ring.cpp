@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
@@ -605,4 +606,89 @@ TEST_CASE("RingReader::peek_plain takes only records read() takes, and reads onl
     CHECK(r.position() == pos + got.slots);
   }
   CHECK(taken > 20000);
+}
+
+// RingWriter's cached bounds (room_last_, text_last_) and its sequence offset (seq_off_)
+// against a model: text_room() says exactly whether kTextRoomSlots slots from head are free and
+// do not wrap, and every published record, of any kind, carries the next sequence number,
+// with each dropped one skipped. Random ordinary, text and compact records and partial drains,
+// from counters that start just below 2^64 and wrap past it.
+TEST_CASE("text_room and the sequence numbers of text, compact and dropped records match a model") {
+  OneRing ring;
+  const uint64_t start = ~uint64_t{0} - 200;
+  ring.header().head.store(start);
+  ring.header().tail.store(start);
+  RingWriter w{};
+  w.attach(&ring.header(), ring.slots(), OneRing::kCapacity);
+  const uint64_t mask = OneRing::kCapacity - 1;
+  uint64_t next_seq = 0;           // the model's next sequence number
+  std::deque<uint64_t> published;  // sequence numbers of the records in [tail, head)
+  uint64_t tail = start;
+  uint64_t x = 12345;
+  auto rnd = [&x](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  const std::string bytes(kNameRawMax + kAttrsRawMax, 'q');
+  uint64_t texts = 0, refusals = 0, drops = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t head = ring.header().head.load();
+    const uint64_t op = rnd(8);
+    if (op < 3) {  // a text record, as record_any writes it
+      const bool model = (head & mask) <= mask - (RingWriter::kTextRoomSlots - 1) &&
+                         tail + OneRing::kCapacity - head >= RingWriter::kTextRoomSlots;
+      const bool said = w.text_room();
+      REQUIRE(said == model);
+      if (!said) {
+        ++refusals;
+        continue;
+      }
+      const auto name_len = static_cast<uint32_t>(1 + rnd(kNameRawMax));
+      const auto attrs_len = static_cast<uint32_t>(rnd(kAttrsRawMax + 1));
+      char* const dst = w.text_payload();
+      std::memcpy(dst, bytes.data(), name_len + attrs_len);
+      w.commit_text(dst, name_len, attrs_len, 1, 2, 3, 4, 5, 0);
+      published.push_back(next_seq++);
+      ++texts;
+    } else if (op < 5) {  // an ordinary record of 1 to 4 slots
+      const auto attrs_len = static_cast<uint32_t>(rnd(180));
+      if (w.write("n", 1, bytes.data(), attrs_len, 1, 2, 3, 4, 5, 0))
+        published.push_back(next_seq);
+      else
+        ++drops;
+      ++next_seq;
+    } else if (op < 7) {  // a compact record when allowed (no drop since the last record)
+      if (!w.compact_allowed()) continue;
+      const uint32_t values[kCompactAttrs] = {1, 2, 3, 4};
+      if (w.write_compact(1, 2, 3, values, 4, kRecordCompact, 7, 0, 1, 0))
+        published.push_back(next_seq);
+      else
+        ++drops;
+      ++next_seq;
+    } else {  // the drainer takes some of the records and frees their slots
+      uint64_t n = rnd(published.size() + 1);
+      while (n-- > 0) {
+        const std::byte* slot = ring.slots() + (tail & mask) * kSlotBytes;
+        RecordHeader h;
+        std::memcpy(&h, slot, sizeof h);
+        if ((h.flags & kRecordCompact) != 0) {
+          CompactRecord c;
+          std::memcpy(&c, slot, sizeof c);
+          REQUIRE(c.seq_lo == static_cast<uint32_t>(published.front()));
+          tail += 1;
+        } else {
+          REQUIRE(h.seq == published.front());
+          tail += h.slots;
+        }
+        published.pop_front();
+      }
+      ring.header().tail.store(tail, std::memory_order_release);
+    }
+  }
+  CHECK(ring.header().drops.load() == drops);
+  CHECK(ring.header().head.load() < start);  // the counters wrapped past 2^64
+  // Each kind was exercised.
+  CHECK(texts > 1000);
+  CHECK(refusals > 100);
+  CHECK(drops > 100);
 }
