@@ -689,6 +689,12 @@ class Span : private detail::SpanData {
                                             detail::ModuleStrings* strings,
                                             detail::SpanSite* site) noexcept {
     data() = begin(name, name_len, name_id, strings, site);
+    // The table and the site as the call passed them (begin() nulls the table of a name
+    // without an id; attr() then keeps integers compact until end_at, which packs them the same
+    // way): constants of the call site, the same as begin_inline's, so that the two ways a span
+    // begins leave them alike and nothing is kept to tell them apart.
+    strings_ = strings;
+    site_ = site;
     count_ = 0;
     negative_ = 0;
     packed_ = true;
@@ -731,13 +737,9 @@ class Span : private detail::SpanData {
     spilled_ = 0;
     clear_compact();
     strings_ = &detail::g_module_strings;
-    // A constant at each call: a plain Span stores no site (inline_ 1 says there is none).
-    if (site != nullptr) {
-      inline_ = 2;
-      site_ = site;
-    } else {
-      inline_ = 1;
-    }
+    site_ = site;
+    // A constant at each call: 2 with a site, 1 without (see inline_).
+    inline_ = site != nullptr ? 2 : 1;
     const uint64_t start = detail::read_tsc();
     start_ = static_cast<int64_t>(start);
     RingHeader* const ring = t.ring.shared();
