@@ -479,6 +479,37 @@ struct SpanData {
   SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
 };
 static_assert(std::is_trivially_copyable_v<SpanData> && std::is_standard_layout_v<SpanData>);
+
+// The call site's own SpanSite for Span(name) with a literal name, as SPANRING_SPAN declares
+// one: an x86-64 inline asm that emits a zero-filled SpanSite (its name word kSiteEmpty) in the
+// data section .data.spanring_site and yields its address. Every asm the compiler emits
+// (each inlined call of Span(name), and each copy it makes of one) defines its own, under a
+// local label, so the descriptor lives in the module that holds the call and is unmapped with
+// it, like SPANRING_SPAN's static (and, a local label, it never becomes a unique symbol that
+// keeps a plugin loaded). The name is the asm's memory input, unused in its text: two calls
+// with the same literal may share one descriptor (the compiler may merge the two asms), never
+// two calls with different names. Not for the large code model (a RIP-relative lea), and not
+// on other architectures: there Span(name) looks its name up in the module's table.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__code_model_large__)
+#define SPANRING_IMPLICIT_SITE 1
+static_assert(sizeof(SpanSite) == 56 && offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
+              "the asm below emits this layout: name, then 48 zero bytes");
+SPANRING_ALWAYS_INLINE SpanSite* call_site(const char* name) noexcept {
+  SpanSite* site;
+  asm(".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
+      ".balign 8\n"
+      ".Lspanring_site%=:\n\t"
+      ".quad 0x80000000\n\t"
+      ".zero 48\n\t"
+      ".popsection\n\t"
+      "lea .Lspanring_site%=(%%rip), %0"
+      : "=r"(site)
+      : "m"(*name));
+  return site;
+}
+#else
+#define SPANRING_IMPLICIT_SITE 0
+#endif
 }  // namespace detail
 
 class Span : private detail::SpanData {
@@ -492,6 +523,10 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
+#if SPANRING_IMPLICIT_SITE
+        // The call site's own descriptor (detail::call_site): as SPANRING_SPAN.
+        begin_site(*detail::call_site(name), name);
+#else
         const uint16_t id =
             detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name)));
         detail::ThreadState* const t = detail::t_self;
@@ -504,6 +539,7 @@ class Span : private detail::SpanData {
           begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
+#endif
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -525,25 +561,7 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
-        // acquire: pairs with site_name_slow's release, so the string entry the id names is
-        // seen ready.
-        const uint64_t word = site.name.load(std::memory_order_acquire);
-        detail::ThreadState* const t = detail::t_self;
-        // One test for the site and the thread (detail::site_word): the site's id belongs to
-        // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in
-        // the word) and the thread's gate is exactly open; then a depth the open-span stack
-        // describes. Anything else: the site's id for the current attach (site_name_id), and
-        // begin()'s path.
-        if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                                 t->depth < kOpenSpanMax,
-                             1))
-          begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word),
-                       &site);
-        else
-          begin_library(name, __builtin_strlen(name),
-                        detail::site_name_id(site, name,
-                                             static_cast<uint32_t>(__builtin_strlen(name))),
-                        &detail::g_module_strings, &site);
+        begin_site(site, name);
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -695,6 +713,26 @@ class Span : private detail::SpanData {
   // literal name, else null.
   static detail::SpanData begin(const char* name, size_t name_len, uint16_t name_id,
                                 detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
+  // The span of literal `name` (1..kStringMaxBytes bytes) at call site `site` begins: inline
+  // when the site's id and the thread allow it, else in the library.
+  SPANRING_ALWAYS_INLINE void begin_site(detail::SpanSite& site, const char* name) noexcept {
+    // acquire: pairs with site_name_slow's release, so the string entry the id names is seen
+    // ready.
+    const uint64_t word = site.name.load(std::memory_order_acquire);
+    detail::ThreadState* const t = detail::t_self;
+    // One test for the site and the thread (detail::SpanSite::name): the site's id belongs to
+    // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in the
+    // word) and the thread's gate is exactly open; then a depth the open-span stack describes.
+    // Anything else: the site's id for the current attach (site_name_id), and begin()'s path.
+    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                             t->depth < kOpenSpanMax,
+                         1))
+      begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word), &site);
+    else
+      begin_library(name, __builtin_strlen(name),
+                    detail::site_name_id(site, name, static_cast<uint32_t>(__builtin_strlen(name))),
+                    &detail::g_module_strings, &site);
+  }
   // begin() into this span, with what begin() always sets repeated here, where the compiler
   // sees it: whichever way the span began, attr() and the destructor then test constants (no
   // compact attribute yet, packed, an empty attribute buffer; ends through end()).
