@@ -486,17 +486,19 @@ static_assert(std::is_trivially_copyable_v<SpanData> && std::is_standard_layout_
 // (each inlined call of Span(name), and each copy it makes of one) defines its own, under a
 // local label, so the descriptor lives in the module that holds the call and is unmapped with
 // it, like SPANRING_SPAN's static (and, a local label, it never becomes a unique symbol that
-// keeps a plugin loaded). The name is the asm's memory input, unused in its text: two calls
-// with the same literal may share one descriptor (the compiler may merge the two asms), never
-// two calls with different names. Not for the large code model (a RIP-relative lea), and not
-// on other architectures: there Span(name) looks its name up in the module's table.
+// keeps a plugin loaded). Volatile: the compiler never merges two calls' asms into one (which
+// would give two names one descriptor) and leaves the lea where the span begins (hoisted out
+// of a loop, the address took a register across the whole loop: Span 3 instructions dearer
+// in bench_record). The name is the asm's memory input, unused in its text. Not for the large
+// code model (a RIP-relative lea), and not on other architectures: there Span(name) looks its
+// name up in the module's table.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__code_model_large__)
 #define SPANRING_IMPLICIT_SITE 1
 static_assert(sizeof(SpanSite) == 56 && offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
               "the asm below emits this layout: name, then 48 zero bytes");
 SPANRING_ALWAYS_INLINE SpanSite* call_site(const char* name) noexcept {
   SpanSite* site;
-  asm(".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
+  asm volatile(".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
       ".balign 8\n"
       ".Lspanring_site%=:\n\t"
       ".quad 0x80000000\n\t"

@@ -407,6 +407,52 @@ TEST_CASE("spans of one SPANRING_SPAN site with other key sets each carry their 
   }
 }
 
+TEST_CASE("Span(name)'s own call sites, one per call, each name their spans and keys right") {
+  // Span(name) with a literal name takes a descriptor of its call site (detail::call_site, an
+  // asm per call): calls with other names in one function, and in one loop, must never share
+  // one (a shared descriptor names the spans of one call with the other's id); two calls with
+  // the same literal may. Their key sets differ from call to call and from round to round.
+  TestSegment t("site_implicit");
+  const auto recs = t.records_of([] {
+    for (int round = 0; round < 4; ++round) {
+      { Span s{"implicit.a"}; s.attr("ka", round); }
+      { Span s{"implicit.b"}; s.attr("kb", round).attr("kc", -round); }
+      if (round % 2 == 0) {
+        Span s{"implicit.a"};
+        s.attr("kd", round);
+      } else {
+        Span s{"implicit.c"};
+        s.attr("ka", round).attr("kb", round);
+      }
+      { Span s{"implicit.d"}; }
+    }
+  });
+  REQUIRE(recs.size() == 4 * 4);
+  struct Want {
+    const char* name;
+    std::vector<std::string> keys;
+  };
+  for (int round = 0; round < 4; ++round) {
+    const Want want[4] = {{"implicit.a", {"ka"}},
+                          {"implicit.b", {"kb", "kc"}},
+                          round % 2 == 0 ? Want{"implicit.a", {"kd"}} : Want{"implicit.c", {"ka", "kb"}},
+                          {"implicit.d", {}}};
+    for (int k = 0; k < 4; ++k) {
+      CAPTURE(round);
+      CAPTURE(k);
+      const Slot& r = recs[static_cast<size_t>(round * 4 + k)];
+      REQUIRE((r.flags() & kRecordCompact) != 0);
+      const CompactRecord c = r.compact();
+      CHECK(t.string(c.name) == want[k].name);
+      REQUIRE((c.attrs & 7u) == want[k].keys.size());
+      for (size_t i = 0; i < want[k].keys.size(); ++i) {
+        CHECK(t.string(c.keys[i]) == want[k].keys[i]);
+        CHECK(static_cast<int32_t>(c.values[i]) == (k == 1 && i == 1 ? -round : round));
+      }
+    }
+  }
+}
+
 TEST_CASE("threads sharing a SPANRING_SPAN site name their spans right") {
   TestSegment t("site_threads", 4096);
   std::vector<uint32_t> rings;
