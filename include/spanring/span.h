@@ -12,9 +12,9 @@
 //
 // Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
 // TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
-// string ids lives in the module that owns the strings (a module's table keyed by pointer, or a
-// SPANRING_SPAN call site's static descriptor), so a library that is dlclose'd takes its caches
-// with it. Threads may outlive a dlclose; a ring a thread claimed
+// string ids lives in the module that owns the strings (a module's table keyed by pointer, a
+// SPANRING_SPAN call site's static descriptor, or a Span(name) call site's own descriptor,
+// detail::call_site), so a library that is dlclose'd takes its caches with it. Threads may outlive a dlclose; a ring a thread claimed
 // through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
@@ -422,10 +422,11 @@ class Invocation {
 // Literal strings: a name or key is taken for a literal when GCC can fold
 // `__builtin_constant_p(__builtin_strlen(p))`, i.e. a string literal or a constant char array
 // seen through the inlined call, with optimization (-O1 and up). Its string id is resolved
-// inline, where the Span is written, from the table of the module that holds the call site
-// (detail::string_id: the first use interns it in the segment's string table, later ones look
-// the pointer up in the module's own table, a few instructions). The cache dies with the
-// module, so a library that is dlclose'd and another loaded at its address each name their
+// inline, where the Span is written: on x86-64 from a descriptor of the call site that the
+// call itself emits (detail::call_site; as SPANRING_SPAN's), elsewhere from the table of the
+// module that holds the call site (detail::string_id: the first use interns it in the
+// segment's string table, later ones look the pointer up in the module's own table, a few
+// instructions). Either cache dies with the module, so a library that is dlclose'd and another loaded at its address each name their
 // spans with their own strings. -O0 builds, clang and every runtime pointer take the ordinary
 // path (the same output bytes).
 namespace detail {
@@ -556,7 +557,8 @@ class Span : private detail::SpanData {
   // function-local static of the caller's function) and `name` the site's literal. The name's
   // id comes from the site (one compare of its generation, detail::site_name_id) instead of
   // the module's table, and a span that ends with the site's key set names its keys from the
-  // site instead of the thread's key memo. The output is the same bytes as Span(name)'s. A name
+  // site instead of the thread's key memo (as Span(name) does on x86-64 with the descriptor
+  // its call emits, detail::call_site). The output is the same bytes as Span(name)'s. A name
   // GCC does not see as a literal (-O0, clang) takes Span(name)'s path and leaves the site
   // alone.
   SPANRING_ALWAYS_INLINE explicit Span(detail::SpanSite& site, const char* name) noexcept {
