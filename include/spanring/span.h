@@ -12,9 +12,9 @@
 //
 // Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
 // TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
-// string ids lives in the module that owns the strings (a module's table keyed by pointer, a
-// SPANRING_SPAN call site's static descriptor, or a Span(name) call site's own descriptor,
-// detail::call_site), so a library that is dlclose'd takes its caches with it. Threads may outlive a dlclose; a ring a thread claimed
+// string ids lives in the module that owns the strings (a module's table keyed by pointer, or a
+// SPANRING_SPAN call site's static descriptor), so a library that is dlclose'd takes its caches
+// with it. Threads may outlive a dlclose; a ring a thread claimed
 // through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
@@ -422,11 +422,10 @@ class Invocation {
 // Literal strings: a name or key is taken for a literal when GCC can fold
 // `__builtin_constant_p(__builtin_strlen(p))`, i.e. a string literal or a constant char array
 // seen through the inlined call, with optimization (-O1 and up). Its string id is resolved
-// inline, where the Span is written: on x86-64 from a descriptor of the call site that the
-// call itself emits (detail::call_site; as SPANRING_SPAN's), elsewhere from the table of the
-// module that holds the call site (detail::string_id: the first use interns it in the
-// segment's string table, later ones look the pointer up in the module's own table, a few
-// instructions). Either cache dies with the module, so a library that is dlclose'd and another loaded at its address each name their
+// inline, where the Span is written, from the table of the module that holds the call site
+// (detail::string_id: the first use interns it in the segment's string table, later ones look
+// the pointer up in the module's own table, a few instructions). The cache dies with the
+// module, so a library that is dlclose'd and another loaded at its address each name their
 // spans with their own strings. -O0 builds, clang and every runtime pointer take the ordinary
 // path (the same output bytes).
 namespace detail {
@@ -480,39 +479,6 @@ struct SpanData {
   SpanSite* site() const noexcept { return inline_ == 1 ? nullptr : site_; }
 };
 static_assert(std::is_trivially_copyable_v<SpanData> && std::is_standard_layout_v<SpanData>);
-
-// The call site's own SpanSite for Span(name) with a literal name, as SPANRING_SPAN declares
-// one: an x86-64 inline asm that emits a zero-filled SpanSite (its name word kSiteEmpty) in the
-// data section .data.spanring_site and yields its address. Every asm the compiler emits
-// (each inlined call of Span(name), and each copy it makes of one) defines its own, under a
-// local label, so the descriptor lives in the module that holds the call and is unmapped with
-// it, like SPANRING_SPAN's static (and, a local label, it never becomes a unique symbol that
-// keeps a plugin loaded). Volatile: the compiler never merges two calls' asms into one (which
-// would give two names one descriptor) and leaves the lea where the span begins (hoisted out
-// of a loop, the address took a register across the whole loop: Span 3 instructions dearer
-// in bench_record). The name is the asm's memory input, unused in its text. Not for the large
-// code model (a RIP-relative lea), and not on other architectures: there Span(name) looks its
-// name up in the module's table.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__code_model_large__)
-#define SPANRING_IMPLICIT_SITE 1
-static_assert(sizeof(SpanSite) == 56 && offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
-              "the asm below emits this layout: name, then 48 zero bytes");
-SPANRING_ALWAYS_INLINE SpanSite* call_site(const char* name) noexcept {
-  SpanSite* site;
-  asm volatile(".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
-      ".balign 8\n"
-      ".Lspanring_site%=:\n\t"
-      ".quad 0x80000000\n\t"
-      ".zero 48\n\t"
-      ".popsection\n\t"
-      "lea .Lspanring_site%=(%%rip), %0"
-      : "=r"(site)
-      : "m"(*name));
-  return site;
-}
-#else
-#define SPANRING_IMPLICIT_SITE 0
-#endif
 }  // namespace detail
 
 class Span : private detail::SpanData {
@@ -526,10 +492,6 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
-#if SPANRING_IMPLICIT_SITE
-        // The call site's own descriptor (detail::call_site): as SPANRING_SPAN.
-        begin_site(*detail::call_site(name), name);
-#else
         const uint16_t id =
             detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name)));
         detail::ThreadState* const t = detail::t_self;
@@ -542,7 +504,6 @@ class Span : private detail::SpanData {
           begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
-#endif
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -557,15 +518,32 @@ class Span : private detail::SpanData {
   // function-local static of the caller's function) and `name` the site's literal. The name's
   // id comes from the site (one compare of its generation, detail::site_name_id) instead of
   // the module's table, and a span that ends with the site's key set names its keys from the
-  // site instead of the thread's key memo (as Span(name) does on x86-64 with the descriptor
-  // its call emits, detail::call_site). The output is the same bytes as Span(name)'s. A name
+  // site instead of the thread's key memo. The output is the same bytes as Span(name)'s. A name
   // GCC does not see as a literal (-O0, clang) takes Span(name)'s path and leaves the site
   // alone.
   SPANRING_ALWAYS_INLINE explicit Span(detail::SpanSite& site, const char* name) noexcept {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
-        begin_site(site, name);
+        // acquire: pairs with site_name_slow's release, so the string entry the id names is
+        // seen ready.
+        const uint64_t word = site.name.load(std::memory_order_acquire);
+        detail::ThreadState* const t = detail::t_self;
+        // One test for the site and the thread (detail::site_word): the site's id belongs to
+        // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in
+        // the word) and the thread's gate is exactly open; then a depth the open-span stack
+        // describes. Anything else: the site's id for the current attach (site_name_id), and
+        // begin()'s path.
+        if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                                 t->depth < kOpenSpanMax,
+                             1))
+          begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word),
+                       &site);
+        else
+          begin_library(name, __builtin_strlen(name),
+                        detail::site_name_id(site, name,
+                                             static_cast<uint32_t>(__builtin_strlen(name))),
+                        &detail::g_module_strings, &site);
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -717,26 +695,6 @@ class Span : private detail::SpanData {
   // literal name, else null.
   static detail::SpanData begin(const char* name, size_t name_len, uint16_t name_id,
                                 detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
-  // The span of literal `name` (1..kStringMaxBytes bytes) at call site `site` begins: inline
-  // when the site's id and the thread allow it, else in the library.
-  SPANRING_ALWAYS_INLINE void begin_site(detail::SpanSite& site, const char* name) noexcept {
-    // acquire: pairs with site_name_slow's release, so the string entry the id names is seen
-    // ready.
-    const uint64_t word = site.name.load(std::memory_order_acquire);
-    detail::ThreadState* const t = detail::t_self;
-    // One test for the site and the thread (detail::SpanSite::name): the site's id belongs to
-    // the segment of this thread's ring (the same epoch), the id is not 0 (kGateOpen is in the
-    // word) and the thread's gate is exactly open; then a depth the open-span stack describes.
-    // Anything else: the site's id for the current attach (site_name_id), and begin()'s path.
-    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             t->depth < kOpenSpanMax,
-                         1))
-      begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word), &site);
-    else
-      begin_library(name, __builtin_strlen(name),
-                    detail::site_name_id(site, name, static_cast<uint32_t>(__builtin_strlen(name))),
-                    &detail::g_module_strings, &site);
-  }
   // begin() into this span, with what begin() always sets repeated here, where the compiler
   // sees it: whichever way the span began, attr() and the destructor then test constants (no
   // compact attribute yet, packed, an empty attribute buffer; ends through end()).
