@@ -407,6 +407,54 @@ TEST_CASE("spans of one SPANRING_SPAN site with other key sets each carry their 
   }
 }
 
+TEST_CASE("Span(name) calls with other names and key sets in one loop each name their spans right") {
+  // Whatever caches a literal name's or key's id (the module's table, a descriptor of the call),
+  // calls with other names in one function and one loop, one call whose name is a choice
+  // between two literals of one length (which GCC also sees as a literal), and key sets that
+  // differ from call to call and from round to round must each be named right.
+  TestSegment t("site_implicit");
+  const auto recs = t.records_of([] {
+    for (int round = 0; round < 4; ++round) {
+      { Span s{"implicit.a"}; s.attr("ka", round); }
+      { Span s{"implicit.b"}; s.attr("kb", round).attr("kc", -round); }
+      if (round % 2 == 0) {
+        Span s{"implicit.a"};
+        s.attr("kd", round);
+      } else {
+        Span s{"implicit.c"};
+        s.attr("ka", round).attr("kb", round);
+      }
+      { Span s{"implicit.d"}; }
+      { Span s{round % 2 == 0 ? "implicit.e0" : "implicit.e1"}; s.attr("ke", round); }
+    }
+  });
+  REQUIRE(recs.size() == 4 * 5);
+  struct Want {
+    const char* name;
+    std::vector<std::string> keys;
+  };
+  for (int round = 0; round < 4; ++round) {
+    const Want want[5] = {{"implicit.a", {"ka"}},
+                          {"implicit.b", {"kb", "kc"}},
+                          round % 2 == 0 ? Want{"implicit.a", {"kd"}} : Want{"implicit.c", {"ka", "kb"}},
+                          {"implicit.d", {}},
+                          {round % 2 == 0 ? "implicit.e0" : "implicit.e1", {"ke"}}};
+    for (int k = 0; k < 5; ++k) {
+      CAPTURE(round);
+      CAPTURE(k);
+      const Slot& r = recs[static_cast<size_t>(round * 5 + k)];
+      REQUIRE((r.flags() & kRecordCompact) != 0);
+      const CompactRecord c = r.compact();
+      CHECK(t.string(c.name) == want[k].name);
+      REQUIRE((c.attrs & 7u) == want[k].keys.size());
+      for (size_t i = 0; i < want[k].keys.size(); ++i) {
+        CHECK(t.string(c.keys[i]) == want[k].keys[i]);
+        CHECK(static_cast<int32_t>(c.values[i]) == (k == 1 && i == 1 ? -round : round));
+      }
+    }
+  }
+}
+
 TEST_CASE("threads sharing a SPANRING_SPAN site name their spans right") {
   TestSegment t("site_threads", 4096);
   std::vector<uint32_t> rings;
