@@ -2,7 +2,7 @@
 // its binary format, when this build of `spanring` has one), with how many drops, and what does
 // it cost when there is nothing to drain?
 //
-// Each run: this process creates a segment (default sizes: 256 rings of 32,768 slots), starts
+// Each run: this process creates a segment (default sizes: 256 rings of 65,536 slots), starts
 // the real drainer (`spanring drain --segment NAME -o FILE`, pinned to the drainer CPU; its
 // io_uring writer thread inherits the pin, so the whole drainer has one core), then forks a
 // producer process whose threads (pinned together to the other CPU) emit spans, either flat out

@@ -17,12 +17,15 @@ namespace spanring {
 // Sizes fixed at creation. No allocation in shared memory happens after it.
 struct SegmentOptions {
   uint32_t ring_count = 256;      // rings = threads that can trace at once, across all processes
-  // Slots (64 bytes each) per ring; rounded up to a power of two. 32,768 slots (2 MiB): a burst
+  // Slots (64 bytes each) per ring; rounded up to a power of two. 65,536 slots (4 MiB): a burst
   // of 20,000 one-slot spans from one thread (~1.2 ms flat out here) fits whole while an idle
-  // drainer sleeps (up to 20 ms between polls). A ring's slot pages are committed only when a
+  // drainer sleeps (up to 20 ms between polls), and a thread writing 4 M records/s has 16 ms of
+  // ring before a drainer that is kept off its CPU drops any (32,768 slots, 8.2 ms, dropped
+  // 2,121-16,387 of 40 M in 6 of 8 paced 10-s runs of bench_drain, 65,536 none of 5:
+  // docs/performance.md, "Ring size"). A ring's slot pages are committed only when a
   // thread claims it (create() reserves the header, ring table, journal and strings only), so
   // rings no thread ever claimed cost address space, not memory.
-  uint32_t ring_capacity = 32768;
+  uint32_t ring_capacity = 65536;
 };
 
 // A mapping of one segment in this process. Movable, not copyable. The destructor unmaps; it

@@ -2,8 +2,8 @@
 // thread claims one, so the segment is still created and the threads that get a ring trace;
 // the others' records are no_ring drops, counted exactly, and `spanring run` warns at the start
 // how many rings fit. Nothing crashes (a store to a page tmpfs cannot supply would be a SIGBUS).
-// The test mounts an 8 MiB tmpfs over /dev/shm in a mount namespace of its own (its children
-// inherit it): room for the tables and 3 rings of the default 2 MiB, for 6 threads that all run
+// The test mounts a 16 MiB tmpfs over /dev/shm in a mount namespace of its own (its children
+// inherit it): room for the tables and 3 rings of the default 4 MiB, for 6 threads that all run
 // at once. Skipped (77) where a mount namespace or a mount is not permitted.
 #include "fault_util.h"
 
@@ -38,8 +38,8 @@ void mount_small_shm() {
   if (mounted) return;
   if (::unshare(CLONE_NEWNS) != 0 ||
       ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-      ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=8m,mode=1777") != 0) {
-    std::fprintf(stderr, "SKIP: cannot mount an 8 MiB tmpfs on /dev/shm in a mount namespace: %s\n",
+      ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=16m,mode=1777") != 0) {
+    std::fprintf(stderr, "SKIP: cannot mount a 16 MiB tmpfs on /dev/shm in a mount namespace: %s\n",
                  std::strerror(errno));
     std::exit(77);
   }

@@ -8,7 +8,7 @@
 // (so t0 holds a claimed ring that a child inherits in its thread-local state), t0 forks K
 // children one after another while all four keep emitting, then emits until every child is
 // reaped. Each thread stops at M spans at most: with 2 slots per record (see below) M = 1500
-// uses 3000 of a default ring's 32,768 slots, so the parent cannot drop a record however slowly
+// uses 3000 of a default ring's 65,536 slots, so the parent cannot drop a record however slowly
 // the drainer runs (the test wants zero drops at default sizes, deterministically).
 // Child: the forking thread (now the child's only thread, tid == pid) emits N `fork.child`
 // spans, then 2 new threads emit N each; all with `seq=<n>` per thread; then exit(0).

@@ -153,7 +153,7 @@ TEST_CASE("spans forked from a non-main thread carry the child's pid and never s
     // Default sizes: no thread emits more than a ring holds, so nothing may be lost.
     CHECK_MESSAGE(summary.dropped == 0, "the drainer reported ", summary.dropped,
                   " dropped records, but no thread "
-                  "of the emitter publishes more than 3000 of its ring's 32,768 slots: a drop "
+                  "of the emitter publishes more than 3000 of its ring's 65,536 slots: a drop "
                   "here is a spanring bug (see the [SPANRING_DROPS] lines in ",
                   out, ")");
     for (const auto& [name, count] : emitted.at("counts").items()) {
