@@ -18,11 +18,11 @@
 // futex on the segment's ring_claims). So a thread that starts writing while the drainer
 // sleeps is read from ~its claim on, warm, instead of after the rest of a 20 ms sleep.
 //
-// What that buys, with the default ring (32,768 slots, segment.h): an idle drainer wakes 50
+// What that buys, with the default ring (65,536 slots, segment.h): an idle drainer wakes 50
 // times a second; a new thread's ring is polled within kFirstWaitUs of its claim and then at
-// most every kWarmMaxUs, so a thread that starts at 4 M one-slot records/s (8.2 ms of ring)
+// most every kWarmMaxUs, so a thread that starts at 4 M one-slot records/s (16 ms of ring)
 // is not outrun; a ring claimed long ago that starts a burst while the drainer sleeps holds
-// 32,768 slots, which one thread flat out (~60 ns a one-slot span here) fills in ~2 ms, so a
+// 65,536 slots, which one thread flat out (~60 ns a one-slot span here) fills in ~4 ms, so a
 // burst of 20,000 one-slot spans is whole whenever it comes, and a longer one is read while it
 // goes on (the warm wait is 1 ms). A steady producer is read in batches of ~4,096 slots, once
 // per batch.
