@@ -99,6 +99,35 @@ class DiagnosticsCapture final : public DiagnosticSink {
   DiagnosticsScope scope_;  // last: ends first, before the text it writes into
 };
 
+// RLIMIT_FSIZE for one test: the kernel writes up to the limit (a short write) and refuses the
+// rest with EFBIG. SIGXFSZ is ignored meanwhile so that the process lives to see it; both are
+// restored when this goes.
+class FileSizeLimit {
+ public:
+  FileSizeLimit() {
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    REQUIRE(::sigaction(SIGXFSZ, &ign, &old_) == 0);
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved_) == 0);
+  }
+  ~FileSizeLimit() {
+    restore();
+    ::sigaction(SIGXFSZ, &old_, nullptr);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  void set(rlim_t bytes) {
+    rlimit lim = saved_;
+    lim.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  }
+  void restore() { ::setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  struct sigaction old_ {};
+  rlimit saved_{};
+};
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -197,13 +226,7 @@ TEST_CASE("pipe output: no offsets, every byte in order") {
 }
 
 TEST_CASE("a write cut short by the file size limit: the rest fails, the file ends whole") {
-  // RLIMIT_FSIZE makes the kernel write up to the limit (a short write) and refuse the rest
-  // with EFBIG; SIGXFSZ is ignored so that the process lives to see it.
-  struct sigaction ign {}, old {};
-  ign.sa_handler = SIG_IGN;
-  REQUIRE(::sigaction(SIGXFSZ, &ign, &old) == 0);
-  rlimit saved{};
-  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  FileSizeLimit limit;
   TempPath file;
   std::string err;
   std::vector<Buffer*> back;
@@ -212,9 +235,7 @@ TEST_CASE("a write cut short by the file size limit: the rest fails, the file en
     DiagnosticsCapture cap;
     {
       UringWriter w(file.path, 1);  // one write in flight: the limit falls inside buffer 1
-      rlimit lim = saved;
-      lim.rlim_cur = 150000;
-      REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+      limit.set(150000);
       bufs.push_back(make_buffer(100000, 'a'));
       bufs.push_back(make_buffer(100000, 'b'));  // 50,000 bytes fit, then EFBIG
       bufs.push_back(make_buffer(100000, 'c'));  // aimed past the hole: failed too
@@ -222,10 +243,9 @@ TEST_CASE("a write cut short by the file size limit: the rest fails, the file en
       CHECK(w.had_error());
       CHECK(w.bytes_written() == 100000);
     }
-    ::setrlimit(RLIMIT_FSIZE, &saved);
+    limit.restore();
     err = cap.text();
   }
-  ::sigaction(SIGXFSZ, &old, nullptr);
   REQUIRE(back.size() == 3);
   CHECK_FALSE(back[0]->failed);
   CHECK(back[1]->failed);
@@ -347,11 +367,7 @@ TEST_CASE("direct writes after a kept prefix that ends inside a block") {
 }
 
 TEST_CASE("direct writes cut short by the file size limit: the rest fails, the file ends whole") {
-  struct sigaction ign {}, old {};
-  ign.sa_handler = SIG_IGN;
-  REQUIRE(::sigaction(SIGXFSZ, &ign, &old) == 0);
-  rlimit saved{};
-  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  FileSizeLimit limit;
   TempPath file;
   std::string err;
   std::vector<Buffer*> back;
@@ -361,9 +377,7 @@ TEST_CASE("direct writes cut short by the file size limit: the rest fails, the f
     {
       UringWriter w(file.path, 1, 0, UringWriter::Fallback::kRequired,
                     UringWriter::Direct::kTry);
-      rlimit lim = saved;
-      lim.rlim_cur = 150000;
-      REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+      limit.set(150000);
       bufs.push_back(make_buffer(100000, 'a'));
       bufs.push_back(make_buffer(100000, 'b'));  // crosses the limit
       bufs.push_back(make_buffer(100000, 'c'));  // after the cut-back, still over the limit
@@ -371,7 +385,7 @@ TEST_CASE("direct writes cut short by the file size limit: the rest fails, the f
       back = write_all(w, bufs);
       CHECK(w.had_error());
       CHECK(w.bytes_written() == 100010);
-      ::setrlimit(RLIMIT_FSIZE, &saved);
+      limit.restore();
       // Writing goes on after the failure, from the cut-back end.
       std::vector<std::unique_ptr<Buffer>> more;
       more.push_back(make_buffer(5000, 'e'));
@@ -382,7 +396,6 @@ TEST_CASE("direct writes cut short by the file size limit: the rest fails, the f
     }
     err = cap.text();
   }
-  ::sigaction(SIGXFSZ, &old, nullptr);
   REQUIRE(back.size() == 4);
   CHECK_FALSE(back[0]->failed);
   CHECK(back[1]->failed);
