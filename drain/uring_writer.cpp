@@ -29,6 +29,26 @@ namespace {
 // memory alignment. A filesystem that wants more refuses the write (EINVAL): kOff from then on.
 constexpr size_t kDirectBlock = 4096;
 
+// Writes all `len` bytes of `p`: with pwrite(2) at `off` when `seekable`, else with write(2)
+// (a pipe or device). A short write goes on further on; EINTR retries at once, EAGAIN after
+// 100 us. Returns 0, or the errno that stopped it (EIO when a non-empty write made no
+// progress).
+int write_fully(int fd, bool seekable, const char* p, size_t len, uint64_t off) {
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = seekable ? ::pwrite(fd, p + done, len - done, static_cast<off_t>(off + done))
+                               : ::write(fd, p + done, len - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      if (errno == EAGAIN) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } else {
+      return n == 0 ? EIO : errno;
+    }
+  }
+  return 0;
+}
+
 // An aligned staging buffer of a direct write: the buffer's whole blocks.
 struct Stage {
   char* data = nullptr;
@@ -173,22 +193,7 @@ void UringWriter::run_synchronous() {
       done_.enqueue(b);
       continue;
     }
-    size_t done = 0;
-    int err = 0;
-    while (done < b->len) {
-      const ssize_t n =
-          seekable_ ? ::pwrite(fd_, b->data.get() + done, b->len - done,
-                               static_cast<off_t>(good_end + done))
-                    : ::write(fd_, b->data.get() + done, b->len - done);
-      if (n > 0) {
-        done += static_cast<size_t>(n);  // a short write: the rest, further on
-      } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-        if (errno == EAGAIN) std::this_thread::sleep_for(std::chrono::microseconds(100));
-      } else {
-        err = n == 0 ? EIO : errno;  // no progress on a non-empty write
-        break;
-      }
-    }
+    const int err = write_fully(fd_, seekable_, b->data.get(), b->len, good_end);
     if (err != 0) {
       report_error(err, reported);
       b->failed = true;
@@ -228,16 +233,10 @@ void UringWriter::run() {
     f.submitted = true;
     return true;
   };
-  // pwrite(2) of `len` bytes at `off` through the page cache, completed; 0 or an errno.
+  // pwrite(2) of `len` bytes at `off` through the page cache (a direct write's edges: the
+  // file is regular), completed; 0 or an errno.
   auto pwrite_all = [&](const char* p, size_t len, uint64_t off) {
-    size_t done = 0;
-    while (done < len) {
-      const ssize_t n = ::pwrite(fd_, p + done, len - done, static_cast<off_t>(off + done));
-      if (n > 0) done += static_cast<size_t>(n);
-      else if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      else return n == 0 ? EIO : errno;
-    }
-    return 0;
+    return write_fully(fd_, true, p, len, off);
   };
   auto release_stage = [&](Inflight& f) {
     if (f.stage.data != nullptr) im.free_stages.push_back(f.stage);
