@@ -13,6 +13,12 @@
 // --ring-records slots, and the run fails when any record was dropped. After a stopped phase
 // the drainer is resumed and given --settle-ms to catch up before the next phase.
 //
+// The control (--spin, on by default): a third kind of phase in which the drainer is stopped and
+// a process that only spins in registers (no memory access after its start) runs on the
+// drainer's CPU instead. spin / stopped is what a busy neighbour CPU costs the producer with no
+// shared line at all (a VM's vCPUs may share a physical core, its caches or its power budget);
+// live / spin is then what is left for the drainer's reads of the producer's lines.
+//
 // The record: the 16-byte literal name and 4 integer attributes of bench_record's
 // spanring_span arm (one compact slot), and its emit (a literal name and literal attribute
 // text, caller-supplied ts/dur: one compact slot).
@@ -26,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,6 +51,7 @@
 namespace {
 
 constexpr int kBatch = 20;  // records per timed sample, as in bench_record
+constexpr double kTargetRatio = 1.15;  // live / stopped p50, every arm (issue 23)
 constexpr const char kName[] = "bench.span.rec16";
 constexpr const char kAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567";
 
@@ -73,12 +81,30 @@ struct Options {
   int cpu_producer = 0;
   int cpu_consumer = 1;
   std::string json_path;
+  bool spin = true;
 };
 
 // Samples (ns per record) of one arm in one kind of phase.
 struct Samples {
-  std::vector<double> live, stopped;
+  std::vector<double> live, stopped, spin;
 };
+
+// The phases' kinds.
+enum Kind : int { kLive = 0, kStopped = 1, kSpin = 2 };
+
+// A child process pinned to `cpu` that spins in registers until killed, created stopped
+// (SIGSTOP) so that it runs only in the phases that resume it. -1 when fork fails.
+pid_t start_spinner(int cpu) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  bench::pin_this_thread(cpu);
+  ::raise(SIGSTOP);
+  uint64_t x = 1;
+  for (;;) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));  // keeps the loop and its register, touches no memory
+  }
+}
 
 struct Phase {
   std::atomic<int> number{0};  // producers start phase k when number becomes k
@@ -137,6 +163,8 @@ int main(int argc, char** argv) {
   app.add_option("--cpu-producer", o.cpu_producer)->capture_default_str();
   app.add_option("--cpu-consumer", o.cpu_consumer)->capture_default_str();
   app.add_option("--json", o.json_path, "write the results as JSON");
+  app.add_flag("--spin,!--no-spin", o.spin, "also run phases with the drainer stopped and a "
+               "register-only spinner on its CPU (the control)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int> counts;
@@ -170,19 +198,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_interference: cannot attach to %s\n", name.c_str());
     return 1;
   }
+  pid_t spinner = -1;
+  if (o.spin) {
+    spinner = start_spinner(o.cpu_consumer);
+    int st = 0;
+    if (spinner < 0 || ::waitpid(spinner, &st, WUNTRACED) != spinner || !WIFSTOPPED(st)) {
+      std::fprintf(stderr, "bench_interference: cannot start the spinner\n");
+      return 1;
+    }
+  }
   const bench::TscPoint a = bench::tsc_point();
   bench::sleep_us(100000);
   const bench::TscPoint b = bench::tsc_point();
   const double ns_per_tick = bench::tsc_scale(a, b).ns_per_tick;
 
   nlohmann::json results = nlohmann::json::array();
+  double worst = 0;
   std::printf("### bench_interference: producer p50 per record, drainer running / stopped\n\n");
   std::printf("CPU: %s; producers on CPU %d, drainer on CPU %d; %d rounds of %d batches of %d "
               "per thread and arm, %lld us pauses\n\n",
               bench::cpu_model().c_str(), o.cpu_producer, o.cpu_consumer, o.rounds, o.batches,
               kBatch, static_cast<long long>(o.pause_us));
-  std::printf("| threads | arm | p50 live | p50 stopped | live / stopped | p99 live | p99 "
-              "stopped |\n|---:|---|---:|---:|---:|---:|---:|\n");
+  if (o.spin)
+    std::printf("| threads | arm | p50 live | p50 stopped | live / stopped | p99 live | p99 "
+                "stopped | p50 spin | spin / stopped | live / spin |\n"
+                "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  else
+    std::printf("| threads | arm | p50 live | p50 stopped | live / stopped | p99 live | p99 "
+                "stopped |\n|---:|---|---:|---:|---:|---:|---:|\n");
   for (const int threads : counts) {
     Phase ph;
     std::vector<std::vector<double>> span_s(threads), emit_s(threads);
@@ -192,17 +235,22 @@ int main(int argc, char** argv) {
       ts.emplace_back(producer, std::cref(o), std::ref(ph), ns_per_tick, std::ref(span_s[t]),
                       std::ref(emit_s[t]), std::ref(kinds[t]));
     bench::sleep_us(100000);
-    // Phase k (from 1) is live or stopped as stopped_phase[k] says: pairs of phases, the
-    // order flipping every round.
-    std::vector<bool> stopped_phase{false};
-    for (int r = 0; r < 2 * o.rounds; ++r) {
-      const bool stop = (r % 2 == 0) == ((r / 2) % 2 == 0);
-      stopped_phase.push_back(stop);
-      if (stop) ::kill(drainer.pid, SIGSTOP);
+    // Phase k (from 1) is of kind phase_kind[k]: groups of one phase of each kind, the order
+    // rotating every round so that no kind always follows another.
+    const int kinds_per_round = o.spin ? 3 : 2;
+    std::vector<int> phase_kind{kLive};
+    for (int r = 0; r < kinds_per_round * o.rounds; ++r) {
+      const int round = r / kinds_per_round, at = r % kinds_per_round;
+      const int kind = o.spin ? (at + round) % 3
+                              : ((at == 0) == (round % 2 == 0) ? kStopped : kLive);
+      phase_kind.push_back(kind);
+      if (kind != kLive) ::kill(drainer.pid, SIGSTOP);
+      if (kind == kSpin) ::kill(spinner, SIGCONT);
       ph.done.store(0, std::memory_order_relaxed);
       ph.number.store(r + 1, std::memory_order_release);
       while (ph.done.load(std::memory_order_acquire) < threads) bench::sleep_us(1000);
-      if (stop) ::kill(drainer.pid, SIGCONT);
+      if (kind == kSpin) ::kill(spinner, SIGSTOP);
+      if (kind != kLive) ::kill(drainer.pid, SIGCONT);
       bench::sleep_us(int64_t{o.settle_ms} * 1000);
     }
     ph.quit.store(true, std::memory_order_release);
@@ -210,21 +258,42 @@ int main(int argc, char** argv) {
     Samples span, emit;
     for (int t = 0; t < threads; ++t)
       for (size_t i = 0; i < kinds[t].size(); ++i) {
-        const bool stop = stopped_phase[static_cast<size_t>(kinds[t][i])];
-        (stop ? span.stopped : span.live).push_back(span_s[t][i]);
-        (stop ? emit.stopped : emit.live).push_back(emit_s[t][i]);
+        const int kind = phase_kind[static_cast<size_t>(kinds[t][i])];
+        auto into = [](Samples& s, int k) -> std::vector<double>& {
+          return k == kLive ? s.live : k == kStopped ? s.stopped : s.spin;
+        };
+        into(span, kind).push_back(span_s[t][i]);
+        into(emit, kind).push_back(emit_s[t][i]);
       }
     for (auto [arm, s] : {std::pair{"Span", &span}, std::pair{"emit", &emit}}) {
       std::sort(s->live.begin(), s->live.end());
       std::sort(s->stopped.begin(), s->stopped.end());
+      std::sort(s->spin.begin(), s->spin.end());
       const double l50 = bench::percentile(s->live, 50), s50 = bench::percentile(s->stopped, 50);
       const double l99 = bench::percentile(s->live, 99), s99 = bench::percentile(s->stopped, 99);
-      std::printf("| %d | %s | %.1f ns | %.1f ns | %.3f | %.1f ns | %.1f ns |\n", threads, arm,
+      std::printf("| %d | %s | %.1f ns | %.1f ns | %.3f | %.1f ns | %.1f ns", threads, arm,
                   l50, s50, l50 / s50, l99, s99);
-      results.push_back({{"threads", threads}, {"arm", arm}, {"p50_live_ns", l50},
+      nlohmann::json row{{"threads", threads}, {"arm", arm}, {"p50_live_ns", l50},
                          {"p50_stopped_ns", s50}, {"ratio", l50 / s50}, {"p99_live_ns", l99},
-                         {"p99_stopped_ns", s99}});
+                         {"p99_stopped_ns", s99}};
+      if (o.spin) {
+        const double p50 = bench::percentile(s->spin, 50);
+        std::printf(" | %.1f ns | %.3f | %.3f", p50, p50 / s50, l50 / p50);
+        row["p50_spin_ns"] = p50;
+        row["spin_ratio"] = p50 / s50;
+        row["live_over_spin"] = l50 / p50;
+      }
+      std::printf(" |\n");
+      results.push_back(row);
+      worst = std::max(worst, l50 / s50);
     }
+  }
+  // Issue 23's target: live / stopped p50 <= 1.15 for 1 and 16 threads, Span and emit.
+  std::printf("\nlive / stopped p50, the largest of the arms: %.3f; target <= %.2f: %s\n", worst,
+              kTargetRatio, worst <= kTargetRatio ? "met" : "missed");
+  if (spinner > 0) {
+    ::kill(spinner, SIGKILL);
+    ::waitpid(spinner, nullptr, 0);
   }
   const bool ok = drainer.stop();
   const long long written = drainer.summary_field("written");
