@@ -42,8 +42,8 @@ uint64_t max_plausible_drops() noexcept {
 // stop stays on a 128-byte pair boundary). Reading up to the pair before head let the drainer's
 // stream prefetcher run into the lines the producer had prefetched for writing: the producer's
 // p50 per record was 1.00-1.35x higher with the drainer running than stopped
-// (bench_interference, 4 alternated runs, 1 and 16 threads); with 32 (and with 128) it was
-// 0.94-1.08x. The cost: up to this many records wait one more poll while their producer writes.
+// (bench_interference, 4 alternated runs, 1 and 16 threads); with 32 it was 0.94-1.08x, with
+// 128 0.97-1.09x. The cost: up to this many records wait one more poll while their producer writes.
 constexpr uint64_t kHeadMarginSlots = 32;
 static_assert(kHeadMarginSlots % 2 == 0);
 
