@@ -38,15 +38,6 @@ uint64_t max_plausible_drops() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Slots a poll leaves unread behind a moving head (2 KiB of slot lines, an even count so the
-// stop stays on a 128-byte pair boundary). Reading up to the pair before head let the drainer's
-// stream prefetcher run into the lines the producer had prefetched for writing: the producer's
-// p50 per record was 1.00-1.35x higher with the drainer running than stopped
-// (bench_interference, 4 alternated runs, 1 and 16 threads); with 32 it was 0.94-1.08x, with
-// 128 0.97-1.09x. The cost: up to this many records wait one more poll while their producer writes.
-constexpr uint64_t kHeadMarginSlots = 32;
-static_assert(kHeadMarginSlots % 2 == 0);
-
 // Owner checks (every ~100 ms) a ring may stay mid-claim before its claimer is presumed dead:
 // a claim takes microseconds, so only a process killed inside it stays there this long.
 constexpr uint32_t kClaimStuckChecks = 50;
