@@ -426,8 +426,13 @@ void UringWriter::run() {
     }
 
     io_uring_cqe* cqe = nullptr;
-    // Wait only for something in flight (an empty buffer, say, completes without a write).
-    int r = in_flight ? io_uring_submit_and_wait(ring, 1) : 0;
+    // Wait only for something in flight (an empty buffer, say, completes without a write). A
+    // chain's pieces complete in order, so waiting for all of the front buffer's wakes this
+    // thread once per buffer (not once per piece), when that buffer can go back.
+    unsigned wait_nr = 1;
+    if (q.front().direct && !q.front().complete && q.front().ops > 0)
+      wait_nr = static_cast<unsigned>(q.front().ops);
+    int r = in_flight ? io_uring_submit_and_wait(ring, wait_nr) : 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.
