@@ -480,6 +480,7 @@ void UringWriter::run() {
         done_.enqueue(f.buffer);  // before the buffers after it: tails must never go back
         // Everything queued after it was aimed past a hole: wait for what is in flight, then
         // cut the file back to the last whole buffer and write the next buffers from there.
+        io_uring_submit(ring);  // a retry prepared while reaping is in flight too, then
         while (!q.empty()) {
           for (auto& g : q)
             if (g.ops == 0 && !g.complete && !g.buffer->sync) g.complete = true;
