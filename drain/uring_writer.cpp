@@ -71,18 +71,48 @@ namespace {
 struct Inflight {
   Buffer* buffer;
   uint64_t offset;    // where its first byte goes
-  size_t done = 0;    // bytes already written (direct: of `stage`, from `stage_offset`)
-  bool submitted = false;
+  size_t done = 0;    // bytes written so far (direct: of the current piece)
+  int ops = 0;        // its writes (or fsync) in flight in the io_uring
   bool complete = false;
   int error = 0;      // errno of a failed write
-  // Direct writes: the buffer's first `head` bytes (up to the file's next block boundary) go
-  // with pwrite(2), the next `direct_len` (whole blocks, copied to the aligned `stage`) with
-  // O_DIRECT at `offset + head`, the rest with pwrite(2) once those are in the file.
-  bool direct = false;  // written the direct way (staged or not)
+  // Direct writes go in three pieces, one after the other: the buffer's first `head` bytes (up
+  // to the file's next block boundary) through the page cache (fd_), the next `direct_len`
+  // (whole blocks, copied to the aligned `stage`) with O_DIRECT at `offset + head`, the rest
+  // through the page cache. `piece` is the one to write next (kHead, kBlocks, kTail; kDone once
+  // all are in the file).
+  bool direct = false;           // written the direct way (staged or not)
+  bool blocks_buffered = false;  // its blocks go through the page cache after all (O_DIRECT
+                                 // refused, no staging memory, or a short write that ended
+                                 // inside a block)
+  uint8_t piece = 0;
   Stage stage;
   size_t head = 0;
   size_t direct_len = 0;
 };
+
+// The pieces of a direct write, in file order. The io_uring user data of a piece's write is its
+// Inflight's address with the piece in the low two bits; other writes and fsyncs carry kWhole.
+constexpr uint8_t kHead = 0, kBlocks = 1, kTail = 2, kDone = 3;
+constexpr uintptr_t kWhole = 3;
+static_assert(alignof(Inflight) >= 4, "the two low bits of an Inflight* carry the piece");
+
+size_t piece_len(const Inflight& f, uint8_t piece) {
+  switch (piece) {
+    case kHead: return f.head;
+    case kBlocks: return f.direct_len;
+    case kTail: return f.buffer->len - f.head - f.direct_len;
+    default: return 0;
+  }
+}
+
+// Past every piece written whole (or empty); complete once none is left.
+void advance(Inflight& f) {
+  while (f.piece < kDone && f.done >= piece_len(f, f.piece)) {
+    ++f.piece;
+    f.done = 0;
+  }
+  if (f.piece == kDone) f.complete = true;
+}
 
 }  // namespace
 
@@ -119,7 +149,8 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
     }
     start_ = keep_bytes;
   }
-  const int r = io_uring_queue_init(depth_ * 2, &impl_->ring, 0);
+  // Entries for a chain of three pieces per queued buffer and a sync marker's fsync.
+  const int r = io_uring_queue_init(depth_ * 4, &impl_->ring, 0);
   if (r < 0) {
     const std::string cause = "io_uring_queue_init: " + std::string(std::strerror(-r));
     if (fallback != Fallback::kSynchronous) {
@@ -215,109 +246,137 @@ void UringWriter::run() {
   uint64_t next_offset = start_;  // where the next new buffer goes
   uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
+  int chain_ops = 0;         // direct pieces in flight (one linked chain at most)
 
   Impl& im = *impl_;
+  auto set_data = [](io_uring_sqe* sqe, Inflight& f, uintptr_t tag) {
+    io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(&f) | tag));
+  };
   auto submit_write = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) return false;  // ring full: retried after the next completion
-    if (f.stage.data != nullptr) {
-      io_uring_prep_write(sqe, dfd_, f.stage.data + f.done,
-                          static_cast<unsigned>(f.direct_len - f.done),
-                          f.offset + f.head + f.done);
-    } else {
-      const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
-      io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
-                          static_cast<unsigned>(f.buffer->len - f.done), off);
-    }
-    io_uring_sqe_set_data(sqe, &f);
-    f.submitted = true;
+    const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
+    io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
+                        static_cast<unsigned>(f.buffer->len - f.done), off);
+    set_data(sqe, f, kWhole);
+    f.ops = 1;
     return true;
-  };
-  // pwrite(2) of `len` bytes at `off` through the page cache (a direct write's edges: the
-  // file is regular), completed; 0 or an errno.
-  auto pwrite_all = [&](const char* p, size_t len, uint64_t off) {
-    return write_fully(fd_, true, p, len, off);
   };
   auto release_stage = [&](Inflight& f) {
     if (f.stage.data != nullptr) im.free_stages.push_back(f.stage);
     f.stage = Stage{};
   };
   // A direct write: the buffer's bytes up to the file's next block boundary (`head`) and after
-  // its last whole block go through the page cache with pwrite(2); the whole blocks between,
-  // copied to an aligned staging buffer, with O_DIRECT. No block is written both ways, so no
-  // page a reader cached can go stale under a direct write. Started once every earlier buffer
-  // is complete, and the tail written only after the whole blocks: the file grows only over
-  // bytes that are in it (a reader of the live file never sees a hole), and ends at its last
-  // byte, nothing padded.
+  // its last whole block go through the page cache; the whole blocks between, copied to an
+  // aligned staging buffer as the buffer arrives (while earlier ones are being written), with
+  // O_DIRECT. No block is written both ways, so no page a reader cached can go stale under a
+  // direct write.
   auto prepare_direct = [&](Inflight& f) {
     const size_t len = f.buffer->len;
     const size_t to_boundary =
         static_cast<size_t>((kDirectBlock - f.offset % kDirectBlock) % kDirectBlock);
     f.head = std::min(len, to_boundary);
     f.direct_len = (len - f.head) / kDirectBlock * kDirectBlock;
-    if (f.direct_len == 0) return;  // all of it through the page cache, no staging
-    Stage st{};
-    while (!im.free_stages.empty() && st.data == nullptr) {
-      st = im.free_stages.back();
-      im.free_stages.pop_back();
-      if (st.capacity < f.direct_len) {
-        std::free(st.data);
-        st = Stage{};
+    if (f.direct_len != 0) {
+      Stage st{};
+      while (!im.free_stages.empty() && st.data == nullptr) {
+        st = im.free_stages.back();
+        im.free_stages.pop_back();
+        if (st.capacity < f.direct_len) {
+          std::free(st.data);
+          st = Stage{};
+        }
+      }
+      if (st.data == nullptr) {
+        st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
+        st.capacity = f.direct_len;
+      }
+      if (st.data == nullptr) {
+        f.blocks_buffered = true;  // no staging: the blocks through the page cache
+      } else {
+        f.stage = st;
+        std::memcpy(st.data, f.buffer->data.get() + f.head, f.direct_len);
       }
     }
-    if (st.data == nullptr) {
-      st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
-      if (st.data == nullptr) {  // no staging: this buffer through the page cache
-        f.direct_len = 0;
-        return;
+    advance(f);
+  };
+  // One linked chain of the direct pieces of every buffer from the front of the queue up to the
+  // first that is not a direct one (a sync marker, a page-cache buffer): head, blocks, tail,
+  // next buffer's head... IOSQE_IO_LINK starts each piece only once the one before it is
+  // complete, so pieces complete in file order and the file grows only over bytes that are in
+  // it (a reader of the live file never sees a hole): direct writes that extend a file, in
+  // flight together and unlinked, complete out of order on ext4 (measured; docs/performance.md),
+  // and the file's size follows the last one to complete. The kernel goes on from one piece to
+  // the next without this thread (it takes them in turn, a worker of the io_uring runs the
+  // blocking ones back to back), which is what several writes in flight buy here. A piece that
+  // fails or comes back short ends the chain (the kernel cancels the rest, -ECANCELED); the next
+  // chain starts from where the file ends.
+  auto submit_chain = [&] {
+    io_uring_sqe* last = nullptr;
+    for (auto& f : q) {
+      if (f.complete) continue;
+      if (f.buffer->sync || !f.direct) break;
+      for (uint8_t piece = f.piece; piece < kDone; ++piece) {
+        const size_t from = piece == f.piece ? f.done : 0;
+        const size_t len = piece_len(f, piece);
+        if (len == from) continue;
+        // Room for this piece, and one entry kept for a sync marker's fsync.
+        if (io_uring_sq_space_left(ring) < 2) goto full;
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (sqe == nullptr) goto full;
+        size_t at = from;  // the piece's first byte to write, within the buffer
+        if (piece == kBlocks) at += f.head;
+        if (piece == kTail) at += f.head + f.direct_len;
+        if (piece == kBlocks && f.stage.data != nullptr && !f.blocks_buffered)
+          io_uring_prep_write(sqe, dfd_, f.stage.data + from, static_cast<unsigned>(len - from),
+                              f.offset + at);
+        else
+          io_uring_prep_write(sqe, fd_, f.buffer->data.get() + at,
+                              static_cast<unsigned>(len - from), f.offset + at);
+        set_data(sqe, f, piece);
+        // The first piece goes straight to a worker: a direct write that extends the file
+        // blocks (ext4 refuses it without waiting), and the worker then runs the linked pieces
+        // after it itself, without a round trip through this thread.
+        if (last != nullptr) last->flags |= IOSQE_IO_LINK;
+        else sqe->flags |= IOSQE_ASYNC;
+        last = sqe;
+        ++f.ops;
+        ++chain_ops;
       }
-      st.capacity = f.direct_len;
     }
-    f.stage = st;
-    std::memcpy(st.data, f.buffer->data.get() + f.head, f.direct_len);
+  full:;
   };
-  // The bytes after the whole blocks, once those are in the file. Completes the buffer.
-  auto finish_tail = [&](Inflight& f) {
-    const size_t from = f.head + f.direct_len;
-    if (f.buffer->len > from) {
-      const int err = pwrite_all(f.buffer->data.get() + from, f.buffer->len - from,
-                                 f.offset + from);
-      if (err != 0) f.error = err;
+  // A direct piece's completion. The chain goes on in the kernel on success; otherwise the
+  // pieces after it are cancelled and the next chain starts from here.
+  auto piece_done = [&](Inflight& f, uint8_t piece, int res) {
+    --f.ops;
+    --chain_ops;
+    if (f.complete || piece != f.piece) return;  // cancelled behind a failed piece
+    if (res == -ECANCELED || res == -EAGAIN || res == -EINTR) return;  // the next chain again
+    if (res == -EINVAL && piece == kBlocks && !f.blocks_buffered) {
+      // O_DIRECT refused (an alignment this filesystem does not take): the blocks of this and
+      // every queued buffer through the page cache, and every later buffer entirely.
+      direct_.store(false, std::memory_order_release);
+      for (auto& g : q) g.blocks_buffered = true;
+      return;
     }
-    f.complete = true;
-  };
-  // Every earlier buffer is complete: the head, then the whole blocks (or the rest).
-  auto start_direct = [&](Inflight& f) {
-    if (f.head != 0) {
-      const int err = pwrite_all(f.buffer->data.get(), f.head, f.offset);
-      if (err != 0) {
-        f.error = err;
-        f.complete = true;
-        return;
-      }
-    }
-    if (f.direct_len == 0) finish_tail(f);
-    else submit_write(f);
-  };
-  // What is left of the whole blocks through the page cache (O_DIRECT refused, or a short
-  // write that ended inside a block), then the tail.
-  auto finish_buffered = [&](Inflight& f) {
-    const int err = pwrite_all(f.stage.data + f.done, f.direct_len - f.done,
-                               f.offset + f.head + f.done);
-    if (err != 0) {
-      f.error = err;
+    if (res <= 0) {
+      f.error = res < 0 ? -res : EIO;  // 0: no progress on a non-empty write
       f.complete = true;
       return;
     }
-    f.done = f.direct_len;
-    finish_tail(f);
+    f.done += static_cast<size_t>(res);
+    // Short inside a block: the rest of the blocks is not aligned any more.
+    if (piece == kBlocks && f.done < f.direct_len && f.done % kDirectBlock != 0)
+      f.blocks_buffered = true;
+    advance(f);
   };
   auto submit_sync = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) return false;
     io_uring_prep_fsync(sqe, fd_, 0);
-    io_uring_sqe_set_data(sqe, &f);
-    f.submitted = true;
+    set_data(sqe, f, kWhole);
+    f.ops = 1;
     return true;
   };
   auto report = [&](int err) { report_error(err, reported); };
@@ -340,8 +399,6 @@ void UringWriter::run() {
         else if (direct_.load(std::memory_order_relaxed)) {
           q.back().direct = true;
           prepare_direct(q.back());
-        } else {
-          submit_write(q.back());
         }
       }
     }
@@ -352,58 +409,59 @@ void UringWriter::run() {
     // A sync marker runs once everything before it is retired. fsync applies to files and
     // block devices only: on a pipe, FIFO, terminal or /dev/null it fails with EINVAL, which
     // is no write error (the bytes are already with the reader), so the marker just completes.
-    if (q.front().buffer->sync && !q.front().submitted && !q.front().complete) {
+    if (q.front().buffer->sync && q.front().ops == 0 && !q.front().complete) {
       if (seekable_) submit_sync(q.front());
       else q.front().complete = true;
     }
+    // Direct pieces: a new chain once the last one is over. Page-cache writes (several in
+    // flight, each at its offset) once every direct buffer before them is complete.
+    if (chain_ops == 0) submit_chain();
     bool in_flight = false;
-    // Writes that found the submission queue full go now; a staged direct write once every
-    // buffer before it is complete.
-    bool earlier_complete = true;
+    bool direct_pending = false;
     for (auto& f : q) {
-      if (!f.submitted && !f.buffer->sync && !f.complete) {
-        if (!f.direct) submit_write(f);
-        else if (earlier_complete) start_direct(f);
-      }
-      in_flight |= f.submitted;
-      earlier_complete = earlier_complete && f.complete;
+      if (f.ops == 0 && !f.buffer->sync && !f.complete && !f.direct && !direct_pending)
+        submit_write(f);
+      in_flight |= f.ops > 0;
+      direct_pending |= f.direct && !f.complete;
     }
 
     io_uring_cqe* cqe = nullptr;
-    // Wait only for something in flight (an empty buffer, say, completes without a write).
-    int r = in_flight ? io_uring_submit_and_wait(ring, 1) : 0;
+    // Wait only for something in flight (an empty buffer, say, completes without a write). A
+    // chain's pieces complete in order, so waiting for all of the front buffer's wakes this
+    // thread once per buffer (not once per piece), when that buffer can go back.
+    unsigned wait_nr = 1;
+    if (q.front().direct && !q.front().complete && q.front().ops > 0)
+      wait_nr = static_cast<unsigned>(q.front().ops);
+    int r = in_flight ? io_uring_submit_and_wait(ring, wait_nr) : 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.
-      for (auto& f : q) { f.complete = true; f.error = -r; }
+      for (auto& f : q) { f.complete = true; f.error = -r; f.ops = 0; }
+      chain_ops = 0;
     }
     while (io_uring_peek_cqe(ring, &cqe) == 0) {
-      auto* f = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+      const auto data = reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe));
       const int res = cqe->res;
       io_uring_cqe_seen(ring, cqe);
+      auto* f = reinterpret_cast<Inflight*>(data & ~kWhole);
       if (f == nullptr) continue;
-      f->submitted = false;
+      const auto tag = static_cast<uint8_t>(data & kWhole);
+      if (tag != kWhole) {
+        piece_done(*f, tag, res);
+        continue;
+      }
+      f->ops = 0;
       if (f->buffer->sync) {
         if (res < 0) report(-res);
         f->complete = true;
       } else if (res == -EAGAIN || res == -EINTR) {
         submit_write(*f);  // transient: the same bytes again
-      } else if (res == -EINVAL && f->stage.data != nullptr) {
-        // O_DIRECT refused (an alignment this filesystem does not take): this buffer through
-        // the page cache, and every later one (those already staged fall back the same way).
-        direct_.store(false, std::memory_order_release);
-        finish_buffered(*f);
       } else if (res < 0) {
         f->error = -res;
         f->complete = true;
       } else if (res == 0) {
         f->error = EIO;  // no progress on a non-empty write
         f->complete = true;
-      } else if (f->stage.data != nullptr) {
-        f->done += static_cast<size_t>(res);
-        if (f->done >= f->direct_len) finish_tail(*f);
-        else if (f->done % kDirectBlock == 0) submit_write(*f);  // short: the rest, further on
-        else finish_buffered(*f);  // short inside a block: the rest is not aligned any more
       } else {
         f->done += static_cast<size_t>(res);
         if (f->done < f->buffer->len) submit_write(*f);  // short write: the rest, further on
@@ -411,7 +469,7 @@ void UringWriter::run() {
       }
     }
     // Retire in file order, so that the drain thread's tail updates follow the file.
-    while (!q.empty() && q.front().complete) {
+    while (!q.empty() && q.front().complete && q.front().ops == 0) {
       Inflight f = q.front();
       q.pop_front();
       release_stage(f);
@@ -420,17 +478,23 @@ void UringWriter::run() {
         f.buffer->failed = true;
         f.buffer->file_end = good_end;
         done_.enqueue(f.buffer);  // before the buffers after it: tails must never go back
-        // Everything queued after it was aimed past a hole: wait for it, then cut the file back
-        // to the last whole buffer and write the next buffers from there.
+        // Everything queued after it was aimed past a hole: wait for what is in flight, then
+        // cut the file back to the last whole buffer and write the next buffers from there.
+        io_uring_submit(ring);  // a retry prepared while reaping is in flight too, then
         while (!q.empty()) {
           for (auto& g : q)
-            if (!g.submitted && !g.complete && !g.buffer->sync) g.complete = true;
+            if (g.ops == 0 && !g.complete && !g.buffer->sync) g.complete = true;
           bool pending = false;
-          for (auto& g : q) pending |= g.submitted;
+          for (auto& g : q) pending |= g.ops > 0;
           if (pending && io_uring_wait_cqe(ring, &cqe) == 0) {
-            auto* g = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+            const auto data = reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe));
             io_uring_cqe_seen(ring, cqe);
-            if (g != nullptr) { g->submitted = false; g->complete = true; }
+            auto* g = reinterpret_cast<Inflight*>(data & ~kWhole);
+            if (g != nullptr) {
+              if ((data & kWhole) != kWhole) --chain_ops;
+              if (g->ops > 0) --g->ops;
+              g->complete = true;
+            }
             continue;
           }
           Inflight g = q.front();

@@ -53,13 +53,17 @@ class UringWriter {
   // does not copy the bytes into its page cache (on the VM measured, that copy was most of the
   // drainer's time: docs/performance.md). The file's bytes, their order, the returned buffers,
   // file_end, the cut-back after a failed write and a restart's resume are the same as kOff's.
-  // Each buffer's whole 4 KiB blocks of the file are copied to an aligned staging buffer and
-  // written with O_DIRECT; its bytes before the first block boundary and after the last go with
-  // pwrite(2) (no block is written both ways; the file always ends at its last byte, nothing
-  // padded). A buffer starts once the one before it is complete, and its tail is written after
-  // its blocks, so the file grows only over bytes that are in it. Falls back to kOff, for good,
-  // where the O_DIRECT open or a direct write is refused (EINVAL), and for pipes, devices and
-  // the synchronous writer.
+  // Each buffer's whole 4 KiB blocks of the file are copied to an aligned staging buffer as the
+  // buffer arrives and written with O_DIRECT; its bytes before the first block boundary and
+  // after the last go through the page cache (no block is written both ways; the file always
+  // ends at its last byte, nothing padded). The pieces of every queued buffer (head, blocks,
+  // tail, next head...) go to the kernel as one linked io_uring chain, so several direct writes
+  // are in flight and the kernel runs each once the one before it is complete: the file grows
+  // only over bytes that are in it (unlinked direct writes that extend a file complete out of
+  // order, and the file's size would run ahead of a hole). A piece that fails or is short ends
+  // the chain; the next one goes on from there. Falls back to kOff, for good, where the O_DIRECT
+  // open or a direct write is refused (EINVAL), and for pipes, devices and the synchronous
+  // writer.
   enum class Direct : uint8_t { kOff, kTry };
 
   // Opens `path` for writing (created 0644 before the umask), cuts a regular file to its first
@@ -100,7 +104,7 @@ class UringWriter {
   std::string path_;
   std::string fallback_cause_;  // why io_uring is not used; empty when it is
   bool seekable_ = true;        // false for pipes: offset -1 and one write in flight
-  unsigned depth_ = 8;          // writes in flight at most
+  unsigned depth_ = 8;          // buffers in flight at most (a direct one in up to 3 writes)
   uint64_t start_ = 0;          // bytes kept from a previous drainer
   uint64_t dev_ = 0;
   uint64_t ino_ = 0;

@@ -18,8 +18,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -406,6 +408,110 @@ TEST_CASE("direct writes cut short by the file size limit: the rest fails, the f
   CHECK(read_file(file.path) ==
         std::string(100000, 'a') + std::string(10, 'd') + std::string(5000, 'e'));
   CHECK(err.find("File too large") != std::string::npos);
+}
+
+TEST_CASE("direct writes, several in flight: a short write in the middle fails its buffer and the ones queued behind it") {
+  // All buffers queued at once, so that they go in one linked chain; the limit falls inside the
+  // second buffer's blocks, at a block boundary (the direct write comes back short and whole
+  // blocks, then EFBIG) and inside a block (the write is no longer aligned).
+  for (const rlim_t at : {rlim_t{36 * 4096}, rlim_t{150000}}) {
+    CAPTURE(at);
+    FileSizeLimit limit;
+    TempPath file;
+    std::vector<Buffer*> back;
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    std::string err;
+    {
+      DiagnosticsCapture cap;
+      {
+        UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired,
+                      UringWriter::Direct::kTry);
+        if (!w.direct()) MESSAGE("O_DIRECT refused on /tmp: checking the page-cache path instead");
+        limit.set(at);
+        bufs.push_back(make_buffer(100001, 'a'));
+        bufs.push_back(make_buffer(100002, 'b'));  // crosses the limit
+        bufs.push_back(make_buffer(30003, 'c'));   // queued behind it: aimed past the cut
+        bufs.push_back(make_buffer(9, 'd'));
+        back = write_all(w, bufs);
+        CHECK(w.had_error());
+        CHECK(w.bytes_written() == 100001);
+        limit.restore();
+        // Writing goes on after the failure, several in flight again, from the cut-back end.
+        std::vector<std::unique_ptr<Buffer>> more;
+        for (int i = 0; i < 6; ++i) more.push_back(make_buffer(70001, static_cast<char>('e' + i)));
+        const std::vector<Buffer*> again = write_all(w, more);
+        for (size_t i = 0; i < again.size(); ++i) {
+          CHECK(again[i] == more[i].get());
+          CHECK_FALSE(again[i]->failed);
+          CHECK(again[i]->file_end == 100001 + 70001 * (i + 1));
+        }
+        sync(w);
+      }
+      err = cap.text();
+    }
+    REQUIRE(back.size() == 4);
+    CHECK(back[0] == bufs[0].get());
+    CHECK_FALSE(back[0]->failed);
+    for (size_t i = 1; i < 4; ++i) {
+      CHECK(back[i] == bufs[i].get());
+      CHECK(back[i]->failed);
+      CHECK(back[i]->file_end == 100001);
+    }
+    std::string want(100001, 'a');
+    for (int i = 0; i < 6; ++i) want.append(70001, static_cast<char>('e' + i));
+    CHECK(read_file(file.path) == want);
+    CHECK(err.find("File too large") != std::string::npos);
+  }
+}
+
+TEST_CASE("direct writes, several in flight: megabyte buffers come back in order, a live reader never sees a NUL") {
+  // Buffers of about the drainer's size (1 MiB, ending anywhere in a block), queued 8 deep and
+  // many more behind: several direct writes are in flight at once. Direct writes that extend a
+  // file complete out of order when they are not linked, and the file's size then runs ahead of
+  // bytes not yet written: the reader would see zeros.
+  TempPath file;
+  std::atomic<bool> done{false};
+  std::atomic<size_t> holes{0}, reads{0};
+  std::thread reader([&] {
+    // The file's last 4 MiB as it is now (the writes in flight land there), over and over.
+    const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::vector<char> buf(4u << 20);
+    while (fd >= 0 && !done.load(std::memory_order_acquire)) {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) break;
+      const off_t from = std::max<off_t>(0, st.st_size - static_cast<off_t>(buf.size()));
+      const ssize_t n = ::pread(fd, buf.data(), static_cast<size_t>(st.st_size - from), from);
+      if (n > 0 && std::find(buf.data(), buf.data() + n, '\0') != buf.data() + n)
+        holes.fetch_add(1, std::memory_order_relaxed);
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (fd >= 0) ::close(fd);
+  });
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  std::string want;
+  for (int i = 0; i < 48; ++i) {
+    bufs.push_back(make_buffer((1u << 20) - 4096 + static_cast<size_t>(i) * 613 % 8192,
+                               static_cast<char>('A' + i % 26)));
+    want.append(bufs.back()->data.get(), bufs.back()->len);
+  }
+  {
+    UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
+    const std::vector<Buffer*> back = write_all(w, bufs);
+    uint64_t end = 0;
+    for (size_t i = 0; i < back.size(); ++i) {
+      CHECK(back[i] == bufs[i].get());
+      CHECK_FALSE(back[i]->failed);
+      end += back[i]->len;
+      CHECK(back[i]->file_end == end);
+    }
+    sync(w);
+    CHECK_FALSE(w.had_error());
+  }
+  done.store(true, std::memory_order_release);
+  reader.join();
+  CHECK(reads.load() > 0);
+  CHECK(holes.load() == 0);
+  CHECK(read_file(file.path) == want);
 }
 
 TEST_CASE("direct writes on tmpfs (O_DIRECT refused before Linux 6.6, page-cache writes after): same bytes") {
