@@ -235,14 +235,17 @@ class SPANRING_HIDDEN RingWriter {
   // (and when compact_allowed()). Writes and publishes the record. The 4 values as two words,
   // value 2i in the low half of word i (the record's little-endian layout): values the caller
   // holds in registers stay there (no array whose address would be taken).
-  __attribute__((always_inline)) void put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
+  // Returns the ring's header (shared()), which the caller's next store to it (a span's end
+  // lowers open_depth) then takes from a register instead of loading it again.
+  __attribute__((always_inline)) RingHeader* put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
                                                   uint64_t values01, uint64_t values23,
                                                   uint32_t dur,
                                                   uint16_t flags, uint16_t name, uint64_t keys,
                                                   uint8_t depth, uint8_t attrs) noexcept {
     // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
-    put_compact_words(ts, inv, hid, values01, values23, dur, compact_word6(flags, name, keys),
-                      keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    return put_compact_words(ts, inv, hid, values01, values23, dur,
+                             compact_word6(flags, name, keys),
+                             keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
   }
 
   // A CompactRecord's word 6 (bytes 48..55): slots = 1, `flags`, `name`, keys[0] (the low 16
@@ -253,8 +256,8 @@ class SPANRING_HIDDEN RingWriter {
   }
 
   // put_compact with the record's last two words given: `word6` (compact_word6) and `word7`
-  // (keys[1..3], depth, attrs: bytes 56..63).
-  __attribute__((always_inline)) void put_compact_words(uint64_t ts, uint64_t inv, uint64_t hid,
+  // (keys[1..3], depth, attrs: bytes 56..63). Returns the ring's header, as put_compact.
+  __attribute__((always_inline)) RingHeader* put_compact_words(uint64_t ts, uint64_t inv, uint64_t hid,
                                                         uint64_t values01, uint64_t values23,
                                                         uint32_t dur, uint64_t word6,
                                                         uint64_t word7) noexcept {
@@ -280,9 +283,11 @@ class SPANRING_HIDDEN RingWriter {
     store_word(rec, 6, word6);
     store_word(rec, 7, word7);
     own_head_ = head + 1;
+    RingHeader* const shared = shared_;
     // release: the record's bytes are visible to the drainer's acquire of head.
-    shared_->head.store(head + 1, std::memory_order_release);
+    shared->head.store(head + 1, std::memory_order_release);
     prefetch_after(slots, mask, head + 1, 1);
+    return shared;
   }
 
   // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler
