@@ -245,7 +245,7 @@ class SPANRING_HIDDEN RingWriter {
     // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
     return put_compact_words(ts, inv, hid, values01, values23, dur,
                              compact_word6(flags, name, keys),
-                             keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+                             keys >> 16 | uint64_t{attrs} << 56, depth);
   }
 
   // A CompactRecord's word 6 (bytes 48..55): slots = 1, `flags`, `name`, keys[0] (the low 16
@@ -256,13 +256,15 @@ class SPANRING_HIDDEN RingWriter {
   }
 
   // put_compact with the record's last two words given: `word6` (compact_word6) and `word7`
-  // (keys[1..3], depth, attrs: bytes 56..63). Returns the ring's header, as put_compact.
-  __attribute__((always_inline)) RingHeader* put_compact_words(uint64_t ts, uint64_t inv, uint64_t hid,
-                                                        uint64_t values01, uint64_t values23,
-                                                        uint32_t dur, uint64_t word6,
-                                                        uint64_t word7) noexcept {
+  // (keys[1..3], attrs: bytes 56..63) but for its depth byte (byte 62, which `word7` leaves 0),
+  // `depth`, stored over it as one byte: a thread's depth is then a byte load and a byte store,
+  // where putting it in the word took a shift and an OR more. Returns the ring's header, as
+  // put_compact.
+  __attribute__((always_inline)) RingHeader* put_compact_words(
+      uint64_t ts, uint64_t inv, uint64_t hid, uint64_t values01, uint64_t values23, uint32_t dur,
+      uint64_t word6, uint64_t word7, uint8_t depth) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
-    // reloaded; the record is 7 stores of 8 bytes and 2 of 4.
+    // reloaded; the record is 7 stores of 8 bytes, 2 of 4 and 1 of 1.
     const uint64_t head = own_head_;
     // A one-slot record moves head and the sequence number by one each: seq_off_ stays.
     const uint64_t seq = head + seq_off_;
@@ -282,6 +284,7 @@ class SPANRING_HIDDEN RingWriter {
     std::memcpy(rec + offsetof(CompactRecord, seq_lo), &seq_lo, 4);
     store_word(rec, 6, word6);
     store_word(rec, 7, word7);
+    std::memcpy(rec + offsetof(CompactRecord, depth), &depth, 1);
     own_head_ = head + 1;
     RingHeader* const shared = shared_;
     // release: the record's bytes are visible to the drainer's acquire of head.

@@ -953,8 +953,8 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
         const uint64_t head = site.head.load(std::memory_order_relaxed);
         t->ring.put_compact_words(
             static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0, static_cast<uint32_t>(dur_ns),
-            head,
-            uint64_t{t->depth} << 48 | static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56);
+            head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+            static_cast<uint8_t>(t->depth));
         detail::release_open_busy(*t);
         return true;
       }
