@@ -948,12 +948,13 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
       // busy and room as in emit().
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(), 1)) {
+      uint64_t pos;
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
         // relaxed: ordered after the filler's store by the acquire of `word` above.
         const uint64_t head = site.head.load(std::memory_order_relaxed);
         t->ring.put_compact_words(
-            static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0, static_cast<uint32_t>(dur_ns),
-            head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
+            static_cast<uint32_t>(dur_ns), head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
             static_cast<uint8_t>(t->depth));
         detail::release_open_busy(*t);
         return true;
