@@ -95,15 +95,18 @@ bool id_span_end_compact(IdSpan& s, const uint32_t* values, uint64_t keys, uint3
       t->depth -= 1;
       uint64_t v[2];  // the values as the record's two words (put_compact)
       std::memcpy(v, values, sizeof v);
-      t->ring.put_compact(static_cast<uint64_t>(s.start), s.inv, s.hid, v[0], v[1],
-                          static_cast<uint32_t>(dur),
-                          static_cast<uint16_t>(kRecordCompact | (s.tsc != 0 ? kRecordTsc : 0)),
-                          s.name_id, keys, static_cast<uint8_t>(depth),
-                          static_cast<uint8_t>(count | (negative & 0xfu) << 4));
-      release_open_busy(*t);
-      // After the record is published (as Span::end_at). relaxed: read by the drainer only
+      RingHeader* const ring =
+          t->ring.put_compact(static_cast<uint64_t>(s.start), s.inv, s.hid, v[0], v[1],
+                              static_cast<uint32_t>(dur),
+                              static_cast<uint16_t>(kRecordCompact |
+                                                    (s.tsc != 0 ? kRecordTsc : 0)),
+                              s.name_id, keys, static_cast<uint8_t>(depth),
+                              static_cast<uint8_t>(count | (negative & 0xfu) << 4));
+      // After the record is published (as Span::finish), with the header's pointer still in a
+      // register. release: ordered after the head's release store; read by the drainer only
       // once this process is dead.
-      t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);
+      ring->open_depth.store(depth, std::memory_order_release);
+      release_open_busy(*t);
       return true;
     }
     release_busy(*t);

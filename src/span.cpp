@@ -75,13 +75,13 @@ inline bool guarded_write(Write&& write) noexcept {
   // relaxed: the counter is thread-local; the atomic only guards against our own handlers.
   // (A plain load first: the exchange is a locked instruction, too dear for every record.)
   for (;;) {
-    if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
+    if (__builtin_expect(reentrant_pending(t), 0))
       t.ring.write_reentrant_marker(
           t.reentrant_drops.exchange(0, std::memory_order_relaxed));
     std::atomic_signal_fence(std::memory_order_seq_cst);
     t.ring.gate_clear(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) == 0, 1)) break;
+    if (__builtin_expect(!reentrant_pending(t), 1)) break;
     t.ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }

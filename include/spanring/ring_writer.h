@@ -230,19 +230,33 @@ class SPANRING_HIDDEN RingWriter {
   // it must be reread, is an acquire load that later loads may not move above, so fields read
   // before it would be held (spilled) across it.
   bool room_for_compact() noexcept { return has_room(1); }
+  // room_for_compact() that also sets `head` to the position the record goes to (own_head_,
+  // read once), for a caller that passes it on to put_compact_words: the room test and the
+  // slot's address use one load of it (SPANRING_EMIT's record: -1 instruction; Span's and
+  // emit()'s records measured 1-3 more with it, GCC's register choices).
+  bool room_for_compact(uint64_t& head) noexcept {
+    head = own_head_;
+    if (room_at(head, 1)) return true;
+    // acquire: as in has_room.
+    room_last_ = shared_->tail.load(std::memory_order_acquire) + mask_;
+    return room_at(head, 1);
+  }
 
   // write_compact without the room test: call only right after room_for_compact() said true
   // (and when compact_allowed()). Writes and publishes the record. The 4 values as two words,
   // value 2i in the low half of word i (the record's little-endian layout): values the caller
   // holds in registers stay there (no array whose address would be taken).
-  __attribute__((always_inline)) void put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
-                                                  uint64_t values01, uint64_t values23,
-                                                  uint32_t dur,
-                                                  uint16_t flags, uint16_t name, uint64_t keys,
-                                                  uint8_t depth, uint8_t attrs) noexcept {
+  // Returns the ring's header (shared()), which the caller's next store to it (a span's end
+  // lowers open_depth) then takes from a register instead of loading it again.
+  __attribute__((always_inline)) RingHeader* put_compact(uint64_t ts, uint64_t inv, uint64_t hid,
+                                                         uint64_t values01, uint64_t values23,
+                                                         uint32_t dur, uint16_t flags,
+                                                         uint16_t name, uint64_t keys,
+                                                         uint8_t depth, uint8_t attrs) noexcept {
     // slots = 1, flags, name, keys[0]; then keys[1..3], depth, attrs (little-endian, x86-64)
-    put_compact_words(ts, inv, hid, values01, values23, dur, compact_word6(flags, name, keys),
-                      keys >> 16 | uint64_t{depth} << 48 | uint64_t{attrs} << 56);
+    return put_compact_words(own_head_, ts, inv, hid, values01, values23, dur,
+                             compact_word6(flags, name, keys),
+                             keys >> 16 | uint64_t{attrs} << 56, depth);
   }
 
   // A CompactRecord's word 6 (bytes 48..55): slots = 1, `flags`, `name`, keys[0] (the low 16
@@ -252,15 +266,17 @@ class SPANRING_HIDDEN RingWriter {
     return 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48;
   }
 
-  // put_compact with the record's last two words given: `word6` (compact_word6) and `word7`
-  // (keys[1..3], depth, attrs: bytes 56..63).
-  __attribute__((always_inline)) void put_compact_words(uint64_t ts, uint64_t inv, uint64_t hid,
-                                                        uint64_t values01, uint64_t values23,
-                                                        uint32_t dur, uint64_t word6,
-                                                        uint64_t word7) noexcept {
+  // put_compact with the record's position `head` (own_head_, or what room_for_compact(head)
+  // set) and its last two words given: `word6` (compact_word6) and `word7`
+  // (keys[1..3], attrs: bytes 56..63) but for its depth byte (byte 62, which `word7` leaves 0),
+  // `depth`, stored over it as one byte: a thread's depth is then a byte load and a byte store,
+  // where putting it in the word took a shift and an OR more. Returns the ring's header, as
+  // put_compact.
+  __attribute__((always_inline)) RingHeader* put_compact_words(
+      uint64_t head, uint64_t ts, uint64_t inv, uint64_t hid, uint64_t values01,
+      uint64_t values23, uint32_t dur, uint64_t word6, uint64_t word7, uint8_t depth) noexcept {
     // The writer's fields in locals: the slot stores below cannot alias them then, so none is
-    // reloaded; the record is 7 stores of 8 bytes and 2 of 4.
-    const uint64_t head = own_head_;
+    // reloaded; the record is 7 stores of 8 bytes, 2 of 4 and 1 of 1.
     // A one-slot record moves head and the sequence number by one each: seq_off_ stays.
     const uint64_t seq = head + seq_off_;
     std::byte* const slots = slots_;
@@ -279,10 +295,13 @@ class SPANRING_HIDDEN RingWriter {
     std::memcpy(rec + offsetof(CompactRecord, seq_lo), &seq_lo, 4);
     store_word(rec, 6, word6);
     store_word(rec, 7, word7);
+    std::memcpy(rec + offsetof(CompactRecord, depth), &depth, 1);
     own_head_ = head + 1;
+    RingHeader* const shared = shared_;
     // release: the record's bytes are visible to the drainer's acquire of head.
-    shared_->head.store(head + 1, std::memory_order_release);
+    shared->head.store(head + 1, std::memory_order_release);
     prefetch_after(slots, mask, head + 1, 1);
+    return shared;
   }
 
   // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler
@@ -349,8 +368,10 @@ class SPANRING_HIDDEN RingWriter {
   // tested for its sign, so it stays right when they wrap past 2^64; for need 1 that is one
   // compare of head with room_last_ and a branch on the sign (where room_end_ - head > 0 took a
   // subtraction and a test).
-  bool room_for(uint32_t need) const noexcept {
-    return static_cast<int64_t>(room_last_ - own_head_ - (need - 1)) >= 0;
+  bool room_for(uint32_t need) const noexcept { return room_at(own_head_, need); }
+  // room_for with head given (own_head_ as the caller read it).
+  bool room_at(uint64_t head, uint32_t need) const noexcept {
+    return static_cast<int64_t>(room_last_ - head - (need - 1)) >= 0;
   }
 
   // Whether `need` slots are free; rereads the drainer's tail only when the cached one says

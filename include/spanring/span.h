@@ -802,17 +802,18 @@ class Span : private detail::SpanData {
       if (__builtin_expect(known && t->ring.room_for_compact(), 1)) {
         const uint32_t depth = depth_;
         t->depth -= 1;
-        t->ring.put_compact(static_cast<uint64_t>(start_), inv_, hid_,
-                            values_[0] | uint64_t{values_[1]} << 32,
-                            values_[2] | uint64_t{values_[3]} << 32,
-                              static_cast<uint32_t>(dur),
-                              static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
-                              static_cast<uint8_t>(depth),
-                              static_cast<uint8_t>(count | negative_ << 4));
+        RingHeader* const ring = t->ring.put_compact(
+            static_cast<uint64_t>(start_), inv_, hid_, values_[0] | uint64_t{values_[1]} << 32,
+            values_[2] | uint64_t{values_[3]} << 32, static_cast<uint32_t>(dur),
+            static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
+            static_cast<uint8_t>(depth), static_cast<uint8_t>(count | negative_ << 4));
+        // After the record is published (see end_at), with the ring header's pointer still in
+        // a register (after release_open_busy's compiler barriers it would be loaded again).
+        // release: ordered after the head's release store, so a process killed in between
+        // shows the span written and open, never neither; the drainer reads it only once this
+        // process is dead.
+        ring->open_depth.store(depth, std::memory_order_release);
         detail::release_open_busy(*t);
-        // After the record is published (see end_at). relaxed: read by the drainer only once
-        // this process is dead.
-        t->ring.shared()->open_depth.store(depth, std::memory_order_relaxed);
         return;
       }
       detail::release_busy(*t);
@@ -947,13 +948,14 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
                          1)) {
       // busy and room as in emit().
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(), 1)) {
+      uint64_t pos;
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
         // relaxed: ordered after the filler's store by the acquire of `word` above.
         const uint64_t head = site.head.load(std::memory_order_relaxed);
         t->ring.put_compact_words(
-            static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0, static_cast<uint32_t>(dur_ns),
-            head,
-            uint64_t{t->depth} << 48 | static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56);
+            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
+            static_cast<uint32_t>(dur_ns), head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+            static_cast<uint8_t>(t->depth));
         detail::release_open_busy(*t);
         return true;
       }

@@ -162,6 +162,23 @@ inline uint64_t read_tsc() noexcept {
 // Exported explicitly: a function taking a hidden type would otherwise be hidden too.
 __attribute__((visibility("default"))) void flush_reentrant(ThreadState& t) noexcept;
 
+// Whether the thread's signal handlers dropped records while it was busy (reentrant_drops != 0),
+// as a relaxed read: the counter is this thread's, the atomic only guards against its handlers.
+// x86-64: one `cmpl $0` of the counter in memory with the result from the flags (an aligned
+// 4-byte read is one atomic read, as the load is), where GCC makes a relaxed atomic load and its
+// test a move and a `test` (as enabled() does for g_segment).
+__attribute__((always_inline)) inline bool reentrant_pending(const ThreadState& t) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  static_assert(alignof(std::atomic<uint32_t>) == 4);
+  bool pending;
+  asm volatile("cmpl $0, %1" : "=@ccne"(pending) : "m"(t.reentrant_drops));
+  return pending;
+#else
+  // relaxed: the counter is this thread's; the atomic only guards against its handlers.
+  return t.reentrant_drops.load(std::memory_order_relaxed) != 0;
+#endif
+}
+
 // Ends a record write that set kGateBusy: clears it, then announces what the thread's signal
 // handlers dropped meanwhile (flush_reentrant). The compiler barriers keep the slot's stores
 // between setting and clearing the bit, as a signal handler on this thread sees them.
@@ -169,9 +186,7 @@ __attribute__((always_inline)) inline void release_busy(ThreadState& t) noexcept
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.ring.gate_clear(kGateBusy);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  // relaxed: the counter is this thread's; the atomic only guards against its handlers.
-  if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
-    flush_reentrant(t);
+  if (__builtin_expect(reentrant_pending(t), 0)) flush_reentrant(t);
 }
 
 // release_busy after enter_busy returned true and the write published a record that left the
@@ -180,9 +195,7 @@ __attribute__((always_inline)) inline void release_open_busy(ThreadState& t) noe
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t.ring.set_gate(kGateOpen);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  // relaxed: the counter is this thread's; the atomic only guards against its handlers.
-  if (__builtin_expect(t.reentrant_drops.load(std::memory_order_relaxed) != 0, 0))
-    flush_reentrant(t);
+  if (__builtin_expect(reentrant_pending(t), 0)) flush_reentrant(t);
 }
 
 }  // namespace detail
