@@ -249,13 +249,31 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
   };
   uint32_t at = 0;
   std::string why;
+  // The lines go into a window of the output, asked for once per kWindow bytes of lines and
+  // committed when it is left (not a room() and a commit() per line: ~10 instructions a line):
+  // before a record that takes span() or a drop (which write through the output themselves)
+  // and at the run's end. `p` is where the next line goes; a line fits while p <= last.
+  constexpr size_t kWindow = 32u << 10;
+  static_assert(kWindow >= 2 * kPlainLineRoom);
+  char* base = lines.out.room(kWindow);
+  char* p = base;
+  char* last = base + (kWindow - kPlainLineRoom);
+  auto leave = [&] { lines.out.commit(static_cast<size_t>(p - base)); };
+  auto enter = [&] {
+    base = p = lines.out.room(kWindow);
+    last = base + (kWindow - kPlainLineRoom);
+  };
   for (uint32_t i = 0; i < b.records; ++i) {
     const uint64_t seq = b.first_seq + i;
     const char* const slot = slots + size_t{at} * kSlotBytes;
     RecordHeader h;
     std::memcpy(&h, slot, sizeof h);
     const bool tsc = (h.flags & kRecordTsc) != 0;
-    char* const out = lines.out.room(kPlainLineRoom);
+    if (__builtin_expect(p > last, 0)) {
+      leave();
+      enter();
+    }
+    char* const out = p;
     size_t n = 0;
     if ((h.flags & kRecordCompact) != 0) {
       CompactRecord c;
@@ -282,12 +300,14 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
         n = lines.sink.span_compact(out, b.pid, b.tid, h, c, text);
       }
       if (n == 0) {
+        leave();
         std::memcpy(&rec.header, slot, sizeof rec.header);
         const bool ok = decode_compact(c, seq, resolve, rec, RecordWhere{"run record ", i,
                                                                          " at slot ", at},
                                        why);
         if (ok) on_span(static_cast<const RecordCopy&>(rec));
         else corrupt(seq, why);
+        enter();
       }
       at += 1;
     } else {
@@ -303,17 +323,20 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
                                   slot + offsetof(RecordHeader, payload));
       }
       if (n == 0) {
+        leave();
         std::memcpy(&rec.header, slot, sizeof rec.header);
         copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slot) + kSlotBytes);
         const bool ok = finish_ordinary(rec, RecordWhere{"run record ", i, " at slot ", at},
                                         why);
         if (ok) on_span(static_cast<const RecordCopy&>(rec));
         else corrupt(seq, why);
+        enter();
       }
       at += nslots;
     }
-    lines.out.commit(n);
+    p += n;
   }
+  leave();
 }
 
 // A version 3 run (no TSC time: check_run refused any), out of line for the same reason.

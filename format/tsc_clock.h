@@ -84,9 +84,10 @@ class TscClock {
       // 128-bit way): (2^33 ticks) x rate < 2^64, and lo_.ns + 2^33 cannot wrap. The results
       // are apply()'s exactly. The clamps to the anchor's ns only bite when lo_ is a sample
       // below it (lo_ the anchor, or a sample at or above its ns: each end is at least lo_.ns).
-      fast64_ = rate_ < (uint64_t{1} << 31) && lo_.ns < UINT64_MAX - (uint64_t{1} << 34) &&
-                lo_.tsc < UINT64_MAX - (uint64_t{1} << 34);
-      clamp_ = use_anchor_ && lo_.ns < anchor.ns;
+      // The inline case needs the 64-bit products and no clamp: one flag, tested once a span.
+      inline_ok_ = rate_ < (uint64_t{1} << 31) && lo_.ns < UINT64_MAX - (uint64_t{1} << 34) &&
+                   lo_.tsc < UINT64_MAX - (uint64_t{1} << 34) &&
+                   !(use_anchor_ && lo_.ns < anchor.ns);
       // Ticks between the last two samples (a span that started before the drainer's last
       // sample): to_ns() interpolates on their slope, from the lower one, when the anchor is
       // not inside that interval; the search and slope lookups done once here.
@@ -103,7 +104,7 @@ class TscClock {
     // was ~28 instructions a record there (callgrind, the demo).
     [[gnu::always_inline]] Interval operator()(uint64_t t, uint64_t dur) const noexcept {
       const uint64_t d = t - lo_.tsc;
-      if (__builtin_expect(fast64_ && t >= lo_.tsc && ((d | dur) >> 32) == 0 && !clamp_, 1)) {
+      if (__builtin_expect(inline_ok_ && t >= lo_.tsc && ((d | dur) >> 32) == 0, 1)) {
         const uint64_t start = lo_.ns + ((d * rate_) >> 32);
         const uint64_t end = lo_.ns + (((d + dur) * rate_) >> 32);
         return Interval{start, end - start};  // end >= start: the product does not fall
@@ -140,8 +141,7 @@ class TscClock {
     uint64_t rate_ = 0;
     bool use_anchor_ = false;
     bool fast_ = false;
-    bool fast64_ = false;
-    bool clamp_ = false;
+    bool inline_ok_ = false;  // operator()'s inline case may be taken: 64-bit, no clamp
     Pair prev_{0, 0};  // the sample before the last, when prev_ok_
     Pair last_{0, 0};
     uint64_t prev_slope_ = 0;

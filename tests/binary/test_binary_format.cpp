@@ -918,3 +918,45 @@ TEST_CASE("convert's direct line: damaged records are the same counted drops wit
   CHECK(contains(l.res.notes[0], "no clock event precedes it"));
   CHECK(l.span_calls == 0);  // every record that is not damage took the direct line
 }
+
+TEST_CASE("convert's direct line: runs of lines longer than its output window, with records that leave the line in it, read as the SpanEvent path writes them") {
+  // Runs of 250 ordinary records of 4 slots (~270-byte lines, ~67 KB a run: deliver_direct's
+  // 32 KiB window is left and taken again, and over ~2 MB of lines runs start at every
+  // distance from the output buffer's end), some of which leave the line: a NUL in the name (a
+  // counted drop) and a byte to escape (span()), both written through the output between the
+  // window's lines.
+  TraceBuilder b;
+  b.begin_block();
+  const std::string attrs = "k=" + std::string(148, 'v');
+  uint64_t escaped = 0, dropped = 0;
+  constexpr uint64_t kRuns = 30, kPerRun = 250;
+  for (uint64_t run = 0; run < kRuns; ++run) {
+    std::string slots;
+    for (uint64_t i = 0; i < kPerRun; ++i) {
+      const uint64_t seq = run * kPerRun + i;
+      std::string name = "span" + std::to_string(seq);
+      if (i % 37 == 5 + run % 3) {
+        name = std::string("n\0l", 3);
+        ++dropped;
+      } else if (i % 41 == 7) {
+        name = "tab\tname";
+        ++escaped;
+      }
+      slots += ordinary_slots(seq, 1'000 + seq, 10 + i, seq / 8, 0xabc, 1, name, attrs);
+    }
+    REQUIRE(slots.size() <= size_t{kMaxRunSlots} * kSlotBytes);
+    b.run(7, 8, run * kPerRun, slots, std::vector<RecordCopy>(kPerRun));
+  }
+  b.end_block();
+  TextRenderer r;
+  const ReadResult rr = read_bytes(b.bytes, r);
+  const Lines l = read_lines(b.bytes);
+  CHECK(rr.status == ReadResult::Status::kComplete);
+  CHECK(l.res.status == ReadResult::Status::kComplete);
+  CHECK(l.text.size() > (3u << 19));  // 1.5 MiB: more than the output buffer
+  CHECK(l.text == r.text);
+  CHECK(l.res.notes == rr.notes);
+  CHECK(count_of(l.text, "reason=corrupt") == dropped);
+  CHECK(l.span_calls == escaped);
+  CHECK(count_of(l.text, "name=span7499 ") == 1);
+}
