@@ -335,23 +335,21 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
 
 // The calling code's own ImplicitSite: an inline asm that emits a zero-filled ImplicitSite
 // (SpanSite::name kSiteEmpty, everything else 0: empty key set, no literal) in the data
-// section .data.spanring_site under a local label and yields its address (x86-64: a
-// RIP-relative lea; aarch64: adrp and add). Every asm the compiler emits (each inlined Span
+// section .data.spanring_site under a local label and yields its address (a RIP-relative
+// lea). Every asm the compiler emits (each inlined Span
 // call, and each copy the optimizer makes of one) defines its own site, so the site lives in
 // the module that holds the call and is unmapped with it, like SPANRING_SPAN's static; a local
 // label never becomes a unique symbol that keeps a plugin loaded. Volatile: left where the
 // span begins (hoisted out of a loop, the address takes a register across the whole loop).
-// Not for the large code model; elsewhere Span(name) looks its name up in the module's table.
-#if defined(__GNUC__) && \
-    ((defined(__x86_64__) && !defined(__code_model_large__)) ||   \
-     (defined(__aarch64__) && !defined(__AARCH64_CMODEL_LARGE__) && !defined(__ILP32__)))
+// x86-64 only, not for the large code model; elsewhere (aarch64: adrp and add would do, not
+// tested yet) Span(name) looks its name up in the module's table.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
 #define SPANRING_IMPLICIT_SITE 1
 static_assert(sizeof(ImplicitSite) == 64 && offsetof(ImplicitSite, site) == 0 &&
                   offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
               "call_site's asm emits this layout: the name word, then 56 zero bytes");
 SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
   ImplicitSite* site;
-#if defined(__x86_64__)
   asm volatile(
       ".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
       ".balign 8\n"
@@ -361,18 +359,6 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
       ".popsection\n\t"
       "lea .Lspanring_site%=(%%rip), %0"
       : "=r"(site));
-#else
-  asm volatile(
-      ".pushsection .data.spanring_site,\"aw\",%%progbits\n\t"
-      ".balign 8\n"
-      ".Lspanring_site%=:\n\t"
-      ".quad 0x80000000\n\t"
-      ".zero 56\n\t"
-      ".popsection\n\t"
-      "adrp %0, .Lspanring_site%=\n\t"
-      "add %0, %0, :lo12:.Lspanring_site%="
-      : "=r"(site));
-#endif
   return site;
 }
 #else
@@ -518,7 +504,7 @@ class Invocation {
 // seen through the inlined call, with optimization (-O1 and up). Its string id is resolved
 // inline, where the Span is written, from the table of the module that holds the call site
 // (detail::string_id: the first use interns it in the segment's string table, later ones look
-// the pointer up in the module's own table, a few instructions). On x86-64 and aarch64 a
+// the pointer up in the module's own table, a few instructions). On x86-64 a
 // literal name's id, and the ids of the keys its spans end with, are kept instead in a
 // descriptor of the call's own (detail::ImplicitSite, emitted by an inline asm: what
 // SPANRING_SPAN declares, without the macro), for the first name pointer that reaches the
