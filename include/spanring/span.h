@@ -12,9 +12,9 @@
 //
 // Loaded with dlopen (a plugin that links libspanring.so or libspanring.a): libspanring's static
 // TLS is 12 bytes (one pointer to the thread's state, and the vfork flag), and every cache of
-// string ids lives in the module that owns the strings (a module's table keyed by pointer, or a
-// SPANRING_SPAN call site's static descriptor), so a library that is dlclose'd takes its caches
-// with it. Threads may outlive a dlclose; a ring a thread claimed
+// string ids lives in the module that owns the strings (a module's table keyed by pointer, a
+// SPANRING_SPAN call site's static descriptor, or a Span call's own descriptor), so a library
+// that is dlclose'd takes its caches with it. Threads may outlive a dlclose; a ring a thread claimed
 // through the closed copy stays claimed until the process exits. Nothing here throws, blocks, or
 // aborts the caller: a record that cannot be stored is dropped and counted in the segment, where
 // the drainer reports it.
@@ -285,6 +285,86 @@ SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t gener
   return same_keys(site.keys, k0, k1, k2, k3);
 }
 
+// The descriptor a plain Span(name) call with a literal name gives itself (Span's first
+// constructor; no macro): a SpanSite, used as SPANRING_SPAN's, and the name's pointer.
+//
+// One emitted call may run with more than one name: GCC takes a choice between two literals of
+// one length (`Span s{prof ? "sig.prof" : "sig.alrm"}`) for a literal, and the compiler may
+// merge two calls' code into one with the name as a choice. So the site belongs to one name
+// only: `literal` is null before the site's first use and then, for good, the pointer of the
+// first name that claimed it (claim_implicit_site: a CAS from null). Only a call whose name is
+// that pointer uses the site (reads its id, fills it: site_name_slow, site_fill_keys); any
+// other name looks its id up in the module's table (string_id) and leaves the site alone, so
+// the site's word only ever holds the id of `literal`'s string, and a span is never named by
+// another call's name. Write-once, `literal` needs no ordering with the site's words: a value
+// read is null (no match) or the final one, and every word a reader acquires was filled by a
+// call with that same pointer.
+struct ImplicitSite {
+  SpanSite site;
+  std::atomic<const char*> literal{nullptr};
+};
+static_assert(std::is_standard_layout_v<ImplicitSite> &&
+              std::is_trivially_destructible_v<ImplicitSite> &&
+              std::atomic<const char*>::is_always_lock_free);
+
+// Whether `name` owns `s` (see ImplicitSite): it is the site's literal, or the site had none
+// and this call claimed it.
+SPANRING_ALWAYS_INLINE bool claim_implicit_site(ImplicitSite& s, const char* name) noexcept {
+  // relaxed: write-once; see ImplicitSite for why no ordering is needed with the site's words.
+  const char* seen = s.literal.load(std::memory_order_relaxed);
+  if (seen == nullptr &&
+      s.literal.compare_exchange_strong(seen, name, std::memory_order_relaxed,
+                                        std::memory_order_relaxed))
+    return true;
+  return seen == name;
+}
+
+// The id of literal `name` (len bytes, 1..kStringMaxBytes) for a span at the call's own site
+// `s` that is not begun inline, with bit 16 set when `name` owns the site (claim_implicit_site:
+// the id is then the site's, site_name_id, and the span ends with the site), clear when
+// another name does (the id from the module's table, string_id, and no site). Out of line,
+// so that the begin's fast path keeps no register for it; hidden, so that every module calls
+// its own copy, which looks names up in that module's table (g_module_strings).
+#if defined(__GNUC__)
+__attribute__((noinline, cold, visibility("hidden")))
+#endif
+inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len) noexcept {
+  if (claim_implicit_site(s, name)) return site_name_id(s.site, name, len) | uint32_t{1} << 16;
+  return string_id(name, len);
+}
+
+// The calling code's own ImplicitSite: an inline asm that emits a zero-filled ImplicitSite
+// (SpanSite::name kSiteEmpty, everything else 0: empty key set, no literal) in the data
+// section .data.spanring_site under a local label and yields its address (a RIP-relative
+// lea). Every asm the compiler emits (each inlined Span
+// call, and each copy the optimizer makes of one) defines its own site, so the site lives in
+// the module that holds the call and is unmapped with it, like SPANRING_SPAN's static; a local
+// label never becomes a unique symbol that keeps a plugin loaded. Volatile: left where the
+// span begins (hoisted out of a loop, the address takes a register across the whole loop).
+// x86-64 only, not for the large code model; elsewhere (aarch64: adrp and add would do, not
+// tested yet) Span(name) looks its name up in the module's table.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
+#define SPANRING_IMPLICIT_SITE 1
+static_assert(sizeof(ImplicitSite) == 64 && offsetof(ImplicitSite, site) == 0 &&
+                  offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
+              "call_site's asm emits this layout: the name word, then 56 zero bytes");
+SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
+  ImplicitSite* site;
+  asm volatile(
+      ".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
+      ".balign 8\n"
+      ".Lspanring_site%=:\n\t"
+      ".quad 0x80000000\n\t"
+      ".zero 56\n\t"
+      ".popsection\n\t"
+      "lea .Lspanring_site%=(%%rip), %0"
+      : "=r"(site));
+  return site;
+}
+#else
+#define SPANRING_IMPLICIT_SITE 0
+#endif
+
 // The descriptor of one SPANRING_EMIT call site: a function-local static of the caller's
 // (inside the macro's lambda), so, like SpanSite, it lives in the .bss of the module that holds
 // the call and is unmapped with it; constant-initialised, shared by every thread that runs the
@@ -424,10 +504,14 @@ class Invocation {
 // seen through the inlined call, with optimization (-O1 and up). Its string id is resolved
 // inline, where the Span is written, from the table of the module that holds the call site
 // (detail::string_id: the first use interns it in the segment's string table, later ones look
-// the pointer up in the module's own table, a few instructions). The cache dies with the
-// module, so a library that is dlclose'd and another loaded at its address each name their
-// spans with their own strings. -O0 builds, clang and every runtime pointer take the ordinary
-// path (the same output bytes).
+// the pointer up in the module's own table, a few instructions). On x86-64 a
+// literal name's id, and the ids of the keys its spans end with, are kept instead in a
+// descriptor of the call's own (detail::ImplicitSite, emitted by an inline asm: what
+// SPANRING_SPAN declares, without the macro), for the first name pointer that reaches the
+// call; a call whose name is a choice of literals takes the module's table for the others.
+// Both caches die with the module, so a library that is dlclose'd and another loaded at its
+// address each name their spans with their own strings. -O0 builds, clang and every runtime
+// pointer take the ordinary path (the same output bytes).
 namespace detail {
 // A Span's fields, as one trivially copyable struct that the library's out-of-line part of Span
 // takes and returns by value: a Span's address never reaches a call, so an optimizing compiler
@@ -492,6 +576,11 @@ class Span : private detail::SpanData {
     if (enabled()) {
       if (__builtin_constant_p(__builtin_strlen(name)) && __builtin_strlen(name) != 0 &&
           __builtin_strlen(name) <= kStringMaxBytes) {
+#if SPANRING_IMPLICIT_SITE
+        // The call's own descriptor (detail::ImplicitSite), used as SPANRING_SPAN's site when
+        // this name owns it.
+        begin_implicit(*detail::call_site(), name);
+#else
         const uint16_t id =
             detail::string_id(name, static_cast<uint32_t>(__builtin_strlen(name)));
         detail::ThreadState* const t = detail::t_self;
@@ -504,6 +593,7 @@ class Span : private detail::SpanData {
           begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
         else
           begin_library(name, __builtin_strlen(name), id, &detail::g_module_strings, nullptr);
+#endif
       } else {
         begin_library(name,
                       __builtin_constant_p(__builtin_strlen(name)) ? __builtin_strlen(name)
@@ -695,6 +785,30 @@ class Span : private detail::SpanData {
   // literal name, else null.
   static detail::SpanData begin(const char* name, size_t name_len, uint16_t name_id,
                                 detail::ModuleStrings* strings, detail::SpanSite* site) noexcept;
+#if SPANRING_IMPLICIT_SITE
+  // Span(name)'s begin for literal `name` (1..kStringMaxBytes bytes) at the call's own site
+  // `s`: as SPANRING_SPAN's when the name is the site's literal (one more compare: the site's
+  // pointer with the name's), else the name's id from the module's table and no site.
+  SPANRING_ALWAYS_INLINE void begin_implicit(detail::ImplicitSite& s, const char* name) noexcept {
+    const uint32_t len = static_cast<uint32_t>(__builtin_strlen(name));
+    // acquire: pairs with site_name_slow's release, so the string entry the id names is seen
+    // ready.
+    const uint64_t word = s.site.name.load(std::memory_order_acquire);
+    detail::ThreadState* const t = detail::t_self;
+    // SPANRING_SPAN's one test of the site and the thread (detail::SpanSite::name), and the
+    // site's literal is this name (relaxed: write-once, detail::ImplicitSite).
+    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                             s.literal.load(std::memory_order_relaxed) == name &&
+                             t->depth < kOpenSpanMax,
+                         1))
+      begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word), &s.site);
+    else {
+      const uint32_t id = detail::implicit_site_id(s, name, len);
+      begin_library(name, len, static_cast<uint16_t>(id), &detail::g_module_strings,
+                    (id >> 16) != 0 ? &s.site : nullptr);
+    }
+  }
+#endif
   // begin() into this span, with what begin() always sets repeated here, where the compiler
   // sees it: whichever way the span began, attr() and the destructor then test constants (no
   // compact attribute yet, packed, an empty attribute buffer; ends through end()).

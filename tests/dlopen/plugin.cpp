@@ -20,7 +20,9 @@ __attribute__((visibility("default"))) const char* plugin_span_name() { return P
 
 // Records `count` spans named PLUGIN_SPAN, each with PLUGIN_KEY=<index>, on the calling thread:
 // the even ones through SPANRING_SPAN (the site, a static of this function, lives in this
-// plugin's .bss and must not keep it loaded), the odd ones through Span (this module's table).
+// plugin's .bss and must not keep it loaded), the odd ones through Span (on x86-64
+// the call's own descriptor in this plugin's .data.spanring_site, elsewhere this
+// module's table).
 __attribute__((visibility("default"))) void plugin_record(int count) {
   for (int i = 0; i < count; ++i) {
     if (i % 2 == 0) {

@@ -455,6 +455,65 @@ TEST_CASE("Span(name) calls with other names and key sets in one loop each name 
   }
 }
 
+namespace {
+// One Span call whose name is a choice between two literals of one length: GCC takes it for a
+// literal, so the call has one descriptor of its own (span.h, detail::ImplicitSite) for both
+// names, and each name carries its own key set. Not inlined: every caller runs the same call.
+__attribute__((noinline)) void choice_span(bool bravo, int i) {
+  Span s{bravo ? "choice.bravo" : "choice.alpha"};
+  if (bravo)
+    s.attr("kb", i).attr("kc", -i);
+  else
+    s.attr("ka", i);
+}
+}  // namespace
+
+TEST_CASE("threads running one Span call with a choice of two names each name their spans right") {
+  // Which name reaches the call's descriptor first differs from thread to thread (half start
+  // with each); whichever it is, the other name's spans must keep their own name and keys.
+  TestSegment t("site_choice", 4096);
+  std::vector<std::pair<int, uint32_t>> rings;
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 400; ++i) choice_span((i + th) % 2 == 0, i);
+      const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+      for (uint32_t r = 0; r < t.seg.ring_count(); ++r)
+        if (t.seg.ring(r).owner_tid == tid &&
+            t.seg.ring(r).state.load(std::memory_order_acquire) == kRingActive) {
+          std::lock_guard lock(m);
+          rings.emplace_back(th, r);
+        }
+    });
+  for (auto& th : threads) th.join();
+  REQUIRE(rings.size() == 4);
+  for (const auto& [th, r] : rings) {
+    const auto recs = t.slots_of(r);
+    REQUIRE(recs.size() == 400);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      CAPTURE(th);
+      CAPTURE(i);
+      REQUIRE((recs[i].flags() & kRecordCompact) != 0);
+      const CompactRecord c = recs[i].compact();
+      const auto v = static_cast<int32_t>(i);
+      if ((static_cast<int>(i) + th) % 2 == 0) {
+        CHECK(t.string(c.name) == "choice.bravo");
+        REQUIRE((c.attrs & 7u) == 2);
+        CHECK(t.string(c.keys[0]) == "kb");
+        CHECK(t.string(c.keys[1]) == "kc");
+        CHECK(static_cast<int32_t>(c.values[0]) == v);
+        CHECK(static_cast<int32_t>(c.values[1]) == -v);
+      } else {
+        CHECK(t.string(c.name) == "choice.alpha");
+        REQUIRE((c.attrs & 7u) == 1);
+        CHECK(t.string(c.keys[0]) == "ka");
+        CHECK(static_cast<int32_t>(c.values[0]) == v);
+      }
+    }
+  }
+}
+
 TEST_CASE("threads sharing a SPANRING_SPAN site name their spans right") {
   TestSegment t("site_threads", 4096);
   std::vector<uint32_t> rings;
