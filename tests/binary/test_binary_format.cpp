@@ -839,6 +839,18 @@ Lines read_lines(const std::string& bytes) {
   out.finish();
   return l;
 }
+// `bytes` read by convert's direct line (read_lines) and by the SpanEvent path (TextRenderer):
+// both complete, with the same notes and the same text. Returns the direct line's read.
+Lines read_lines_as_rendered(const std::string& bytes) {
+  TextRenderer r;  // the SpanEvent path: no text lines
+  const ReadResult rr = read_bytes(bytes, r);
+  CHECK(rr.status == ReadResult::Status::kComplete);
+  Lines l = read_lines(bytes);
+  CHECK(l.res.status == ReadResult::Status::kComplete);
+  CHECK(l.res.notes == rr.notes);
+  CHECK(l.text == r.text);
+  return l;
+}
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
@@ -851,13 +863,7 @@ TEST_CASE("convert's direct line: run records (compact, ordinary, packed, TSC) a
   for (uint32_t seed : {11u, 12u, 13u, 14u}) {
     CAPTURE(seed);
     const TraceBuilder b = synthetic_v3_trace(8, seed);
-    TextRenderer r;  // the SpanEvent path: no text lines
-    const ReadResult rr = read_bytes(b.bytes, r);
-    CHECK(rr.status == ReadResult::Status::kComplete);
-    const Lines l = read_lines(b.bytes);
-    CHECK(l.res.status == ReadResult::Status::kComplete);
-    CHECK(l.res.notes == rr.notes);
-    CHECK(l.text == r.text);
+    const Lines l = read_lines_as_rendered(b.bytes);
     CHECK(l.text == b.text);  // the records' text as synthetic_v3_trace states it by hand
     // The direct line took most records; the name that needs escapes went through span().
     const size_t spans = count_of(l.text, "emit_host_span:");
@@ -901,13 +907,7 @@ TEST_CASE("convert's direct line: damaged records are the same counted drops wit
   slots += compact_slot(8, 500, 1, 0, 0, 0, 1, 0, nullptr, nullptr, 0);
   b.run(7, 8, 2, slots, std::vector<RecordCopy>(7), TscClock::Pair{1'000'000, 2'000'000});
   b.end_block();
-  TextRenderer r;
-  const ReadResult rr = read_bytes(b.bytes, r);
-  const Lines l = read_lines(b.bytes);
-  CHECK(rr.status == ReadResult::Status::kComplete);
-  CHECK(l.res.status == ReadResult::Status::kComplete);
-  CHECK(l.text == r.text);
-  CHECK(l.res.notes == rr.notes);
+  const Lines l = read_lines_as_rendered(b.bytes);
   CHECK(count_of(l.text, "reason=corrupt") == 5);
   CHECK(contains(l.text, "first_seq=0 last_seq=0 reason=corrupt"));
   CHECK(contains(l.text, "first_seq=1 last_seq=1 reason=corrupt"));
@@ -948,14 +948,8 @@ TEST_CASE("convert's direct line: runs of lines longer than its output window, w
     b.run(7, 8, run * kPerRun, slots, std::vector<RecordCopy>(kPerRun));
   }
   b.end_block();
-  TextRenderer r;
-  const ReadResult rr = read_bytes(b.bytes, r);
-  const Lines l = read_lines(b.bytes);
-  CHECK(rr.status == ReadResult::Status::kComplete);
-  CHECK(l.res.status == ReadResult::Status::kComplete);
+  const Lines l = read_lines_as_rendered(b.bytes);
   CHECK(l.text.size() > (3u << 19));  // 1.5 MiB: more than the output buffer
-  CHECK(l.text == r.text);
-  CHECK(l.res.notes == rr.notes);
   CHECK(count_of(l.text, "reason=corrupt") == dropped);
   CHECK(l.span_calls == escaped);
   CHECK(count_of(l.text, "name=span7499 ") == 1);

@@ -3,8 +3,7 @@
 // src/attach.cpp adds to the word and wakes it), and the poll after it looks at every ring and
 // finds the new one. Real producer library and real Drainer, in one process (a flight
 // recorder for the destination: nothing is written to disk).
-#include "drain/drainer.h"
-#include "drain/flight_recorder.h"
+#include "in_process_drainer.h"
 
 #include <doctest/doctest.h>
 
@@ -29,14 +28,8 @@ std::string unique_name(const char* what) {
          std::to_string(n++);
 }
 
-struct Setup {
-  std::string name = unique_name("seg");
-  Segment seg = Segment::create(name, SegmentOptions{4, 1024});
-  FlightRecorder recorder{FlightRecorder::kMinBytes, UringWriter::Fallback::kSynchronous};
-  FlightSink sink{recorder};
-  Drainer drainer{seg, recorder, sink};
-  Setup() { REQUIRE(attach(name.c_str())); }
-  ~Setup() { Segment::remove(name); }
+struct Setup : test::InProcessDrainer {
+  Setup() : InProcessDrainer(unique_name("seg")) {}
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -4,8 +4,7 @@
 // poll_all() reads to the head. Real producer library and real Drainer in one process, the
 // records written by this thread (its ring stays active: a thread that exits releases its
 // ring, which the drainer reads to the head); a flight recorder for the destination.
-#include "drain/drainer.h"
-#include "drain/flight_recorder.h"
+#include "in_process_drainer.h"
 
 #include <doctest/doctest.h>
 
@@ -21,14 +20,8 @@ using namespace spanring;
 
 namespace {
 
-struct Setup {
-  std::string name = "spanring-test-read-behind-" + std::to_string(::getpid());
-  Segment seg = Segment::create(name, SegmentOptions{4, 1024});
-  FlightRecorder recorder{FlightRecorder::kMinBytes, UringWriter::Fallback::kSynchronous};
-  FlightSink sink{recorder};
-  Drainer drainer{seg, recorder, sink};
-  Setup() { REQUIRE(attach(name.c_str())); }
-  ~Setup() { Segment::remove(name); }
+struct Setup : test::InProcessDrainer {
+  Setup() : InProcessDrainer("spanring-test-read-behind-" + std::to_string(::getpid())) {}
 };
 
 // `n` one-slot records (a literal name, literal attribute text, caller-supplied times).

@@ -72,6 +72,22 @@ std::vector<Buffer*> write_all(UringWriter& w, const std::vector<std::unique_ptr
   return back;
 }
 
+// The buffers `back` (as write_all returned them) came back in the order `bufs` were
+// submitted, none failed, and each one's file_end is the sum of the lengths up to it: the
+// file holds every buffer up to that one.
+void check_written_in_order(const std::vector<Buffer*>& back,
+                            const std::vector<std::unique_ptr<Buffer>>& bufs) {
+  REQUIRE(back.size() == bufs.size());
+  uint64_t end = 0;
+  for (size_t i = 0; i < back.size(); ++i) {
+    CAPTURE(i);
+    CHECK(back[i] == bufs[i].get());
+    CHECK_FALSE(back[i]->failed);
+    end += back[i]->len;
+    CHECK(back[i]->file_end == end);
+  }
+}
+
 // Waits for everything submitted to be in the file, fsynced.
 void sync(UringWriter& w) {
   Buffer marker;
@@ -147,14 +163,7 @@ TEST_CASE("buffers land at their offsets in submit order and come back in that o
   }
   bufs[7]->len = 0;  // an empty buffer completes without a write, in its place
   want.erase(want.find('h'), bufs[7]->capacity);
-  const std::vector<Buffer*> back = write_all(w, bufs);
-  uint64_t end = 0;
-  for (size_t i = 0; i < back.size(); ++i) {
-    CHECK(back[i] == bufs[i].get());
-    CHECK_FALSE(back[i]->failed);
-    end += back[i]->len;
-    CHECK(back[i]->file_end == end);  // the file holds every buffer up to this one
-  }
+  check_written_in_order(write_all(w, bufs), bufs);
   sync(w);
   CHECK(w.bytes_written() == want.size());
   CHECK_FALSE(w.had_error());
@@ -496,14 +505,7 @@ TEST_CASE("direct writes, several in flight: megabyte buffers come back in order
   }
   {
     UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
-    const std::vector<Buffer*> back = write_all(w, bufs);
-    uint64_t end = 0;
-    for (size_t i = 0; i < back.size(); ++i) {
-      CHECK(back[i] == bufs[i].get());
-      CHECK_FALSE(back[i]->failed);
-      end += back[i]->len;
-      CHECK(back[i]->file_end == end);
-    }
+    check_written_in_order(write_all(w, bufs), bufs);
     sync(w);
     CHECK_FALSE(w.had_error());
   }
