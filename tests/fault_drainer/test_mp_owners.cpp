@@ -72,16 +72,31 @@ std::vector<RingOwner> ring_owners(const std::string& name) {
   return out;
 }
 
-// The state of the ring owned by (pid, tid); REQUIREs there is exactly one.
-uint32_t state_of(const std::vector<RingOwner>& rings, uint32_t pid, uint32_t tid) {
+// The ring that names (pid, tid) as its owner, or null; REQUIREs there is at most one.
+const RingOwner* find_owner(const std::vector<RingOwner>& rings, uint32_t pid, uint32_t tid) {
   const RingOwner* found = nullptr;
   for (const RingOwner& r : rings) {
     if (r.pid != pid || r.tid != tid) continue;
     REQUIRE_MESSAGE(found == nullptr, "two rings name owner ", pid, "/", tid);
     found = &r;
   }
+  return found;
+}
+
+// The state of the ring owned by (pid, tid); REQUIREs there is exactly one.
+uint32_t state_of(const std::vector<RingOwner>& rings, uint32_t pid, uint32_t tid) {
+  const RingOwner* found = find_owner(rings, pid, tid);
   REQUIRE_MESSAGE(found != nullptr, "no ring names owner ", pid, "/", tid);
   return found->state;
+}
+
+// Whether the ring that dead owner (pid, tid) held is free: its state is kRingFree, or no ring
+// names the owner any more. Claims take the lowest free ring, so a thread that starts after the
+// drainer freed a dead owner's ring may claim it again and overwrite its owner fields; it was
+// free first.
+bool dead_owner_freed(const std::vector<RingOwner>& rings, uint32_t pid, uint32_t tid) {
+  const RingOwner* found = find_owner(rings, pid, tid);
+  return found == nullptr || found->state == spanring::kRingFree;
 }
 
 // Makes free ring `index` look claimed by (pid, tid) with `start_time`, as a producer's claim
@@ -117,8 +132,9 @@ TEST_CASE("among 200 silent ring owners the drainer frees exactly the rings of d
   INFO("spanring drain stderr:\n", slurp(tmp.file("drain.err")));
 
   // B: 100 owners, and its leader thread exits without releasing its ring after its own
-  // record; then A: 100 owners, 10 of which exit the same way. One after the other, so that no
-  // ring freed for a dead owner is claimed again while the test looks for it.
+  // record; then A: 100 owners, 10 of which exit the same way. One after the other; when the
+  // drainer frees B's leader's ring before A starts, one of A's threads may claim it again
+  // (dead_owner_freed counts a ring that no longer names its dead owner as freed).
   const pid_t b = spawn({{emitter, "--threads", "100", "--leader-exit", "1"},
                          {{"SPANRING_SEGMENT", name}}, tmp.file("b.json"), tmp.file("b.err")});
   ChildGuard b_guard(b);
@@ -164,7 +180,7 @@ TEST_CASE("among 200 silent ring owners the drainer frees exactly the rings of d
   const auto freed = [&](uint32_t pid, const std::set<uint32_t>& tids) {
     const auto rings = ring_owners(name);
     for (const uint32_t t : tids)
-      if (state_of(rings, pid, t) != spanring::kRingFree) return false;
+      if (!dead_owner_freed(rings, pid, t)) return false;
     return true;
   };
   CHECK_MESSAGE(wait_until([&] { return freed(oa.pid, oa.raw_exited); }, kWaitS, 20),
