@@ -294,6 +294,13 @@ void Drainer::adopt_owner(uint32_t index, RingState& rs) {
     rs.drops_reported = r.drops_reported;
   }
   rs.first_seq = rs.next_seq;
+  if (anchored_pids_.count(rs.pid) == 0) {
+    auto it = cmdlines_.find(rs.pid);
+    if (it == cmdlines_.end() || it->second.start_time != rs.start_time) {
+      if (it == cmdlines_.end() && cmdlines_.size() >= rings_.size()) cmdlines_.clear();
+      cmdlines_[rs.pid] = Cmdline{rs.start_time, read_cmdline(rs.pid)};
+    }
+  }
   pids_.insert(rs.pid);
   // A thread claims one ring for its life (a forked or exec'd image is a new owner), so owners
   // adopted are threads; counted, not kept, so that thread churn does not grow the drainer.
@@ -613,7 +620,15 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       }
       if (!rs.anchor_known && anchored_pids_.insert(rs.pid).second) {
         const auto [mono, wall] = process_anchor(rs, rec);
-        p += sink_.process(p, ProcessEvent{rs.pid, rs.tid, mono, wall, read_cmdline(rs.pid)});
+        std::string cmdline;
+        const auto it = cmdlines_.find(rs.pid);
+        if (it != cmdlines_.end() && it->second.start_time == rs.start_time &&
+            !it->second.text.empty())
+          cmdline = std::move(it->second.text);
+        else
+          cmdline = read_cmdline(rs.pid);
+        if (it != cmdlines_.end()) cmdlines_.erase(it);
+        p += sink_.process(p, ProcessEvent{rs.pid, rs.tid, mono, wall, std::move(cmdline)});
       }
       rs.anchor_known = true;  // this pid has its anchor: no set lookup per record
       if (!rs.announced) {

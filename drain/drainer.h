@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -306,6 +307,17 @@ class Drainer {
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
   Buffer* current_ = nullptr;    // the buffer being filled (the destination's)
   std::unordered_set<uint32_t> anchored_pids_;
+  // Command lines of owner processes not announced yet (anchored_pids_), read when their first
+  // ring was adopted (its owner had just claimed it, so it ran), with the owner's start time
+  // (a pid reused since is read again); the announcement takes its entry. Read at the first
+  // record instead, the name of a process that exited before the drainer read its records
+  // was lost. At most one entry per ring: cleared when it would hold more (stale entries of
+  // owners that never wrote a record).
+  struct Cmdline {
+    uint64_t start_time = 0;
+    std::string text;
+  };
+  std::unordered_map<uint32_t, Cmdline> cmdlines_;
   TscClock clock_;  // TSC ticks of kRecordTsc records and open spans -> CLOCK_MONOTONIC ns
   std::unordered_set<uint32_t> pids_;
   OwnerWatch owners_;  // owner liveness, once per process per check_owners()
