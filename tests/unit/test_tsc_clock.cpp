@@ -113,8 +113,9 @@ TEST_CASE("span_ns is both ends through to_ns, past the last sample and before i
 
 TEST_CASE("Spans (a reader's run) gives span_ns exactly: every path, random clocks, thinned ones") {
   // TscClock::Spans precomputes a run's common cases (past the last sample in 64-bit or 128-bit
-  // products, between the last two samples); the binary reader converts with it, so it must
-  // agree with span_ns, which the drainer converts with, for any tick, duration and anchor.
+  // products, between the last two samples, inline in 64-bit products or not); the binary reader
+  // and the text drainer convert with it, so it must agree with span_ns for any tick, duration
+  // and anchor.
   std::mt19937_64 rng(2323);
   for (int round = 0; round < 40; ++round) {
     TscClock c(TscClock::Replay{});
@@ -142,7 +143,12 @@ TEST_CASE("Spans (a reader's run) gives span_ns exactly: every path, random cloc
       const TscClock::Pair a = anchors[rng() % 6];
       const TscClock::Spans spans(c, a);
       for (int j = 0; j < 8; ++j) {
-        const uint64_t base = rng() % 3 == 0 ? s.back().tsc : s[rng() % s.size()].tsc;
+        // The last sample, the one before it (spans between the two, and across the last: the
+        // second inline case) or any.
+        const int which = static_cast<int>(rng() % 4);
+        const uint64_t base = which == 0                     ? s.back().tsc
+                              : which == 1 && s.size() >= 2 ? s[s.size() - 2].tsc
+                                                             : s[rng() % s.size()].tsc;
         const uint64_t offsets[] = {0, 1, rng() % 40'000'000, (uint64_t{1} << 32) + rng() % 9,
                                     uint64_t(0) - 1 - rng() % 1'000};
         const uint64_t t = base + offsets[rng() % 5];
