@@ -95,12 +95,15 @@ RunShape run_shape(const char* slots, uint32_t nslots, uint32_t nrecords, uint64
   constexpr uint32_t kCompactHead = uint32_t{kRecordCompact} << 16 | 1u;  // flags, slots 1
   const uint32_t tsc_bit = tsc ? uint32_t{kRecordTsc} << 16 : 0;
   const uint32_t ordinary_flags = tsc ? (kRecordTsc | kRecordPackedAttrs) : kRecordPackedAttrs;
-  uint32_t at = 0;
+  // Walked by pointer up to the run's end, without a record count in the loop: every record
+  // takes at least one slot, so the walk ends within nslots turns; a record whose slots run
+  // past the end leaves `slot` beyond it (only its header, inside the run, was read), and a
+  // wrong number of records leaves `seq` off end_seq: both checked once, after the loop.
+  const char* slot = slots;
+  const char* const end = slots + size_t{nslots} * kSlotBytes;
   uint64_t seq = first_seq;
-  const uint64_t end_seq = first_seq + nrecords;
   bool damaged = false;
-  while (at < nslots && seq != end_seq) {
-    const char* const slot = slots + size_t{at} * kSlotBytes;
+  while (slot < end) {
     uint64_t w6;  // slots, flags, ...
     std::memcpy(&w6, slot + 48, sizeof w6);
     const auto head = static_cast<uint32_t>(w6);
@@ -111,14 +114,13 @@ RunShape run_shape(const char* slots, uint32_t nslots, uint32_t nrecords, uint64
       if ((head & ~tsc_bit) != kCompactHead || seq_lo != static_cast<uint32_t>(seq))
         return RunShape::kBroken;
       damaged |= ((kAttrsNibbleOk >> (attrs & 0xFu)) & 1u) == 0;
-      at += 1;
+      slot += kSlotBytes;
     } else {
       const uint32_t n = head & 0xFFFFu;
       const uint32_t flags = head >> 16;
       uint64_t rseq;
       std::memcpy(&rseq, slot + offsetof(RecordHeader, seq), sizeof rseq);
-      if ((flags & ~ordinary_flags) != 0 || rseq != seq || n - 1 >= kMaxRecordSlots ||
-          n > nslots - at)
+      if ((flags & ~ordinary_flags) != 0 || rseq != seq || n - 1 >= kMaxRecordSlots)
         return RunShape::kBroken;
       uint32_t lens;  // name_len, attrs_len
       std::memcpy(&lens, slot + offsetof(RecordHeader, name_len), sizeof lens);
@@ -129,11 +131,11 @@ RunShape run_shape(const char* slots, uint32_t nslots, uint32_t nrecords, uint64
       damaged |= name_len - 1 >= kNameRawMax ||
                  attrs_len > (packed ? kAttrsPackedMax : kAttrsRawMax) ||
                  (packed && attrs_len == 0) || n != record_slots(name_len + attrs_len);
-      at += n;
+      slot += size_t{n} * kSlotBytes;
     }
     ++seq;
   }
-  if (at != nslots || seq != end_seq) return RunShape::kBroken;
+  if (slot != end || seq != first_seq + nrecords) return RunShape::kBroken;
   return damaged ? RunShape::kDamaged : RunShape::kWhole;
 }
 
@@ -240,15 +242,35 @@ template <class Resolve, class OnSpan, class OnCorrupt>
 // again after the line refused it reads the same bytes. The line's 16-byte reads go at most 15
 // bytes past a record's payload, so past the run's end only into the payload buffer's
 // kPayloadSlack (read_binary_trace).
+// deliver_direct's way for a record its line did not take: decoded as decode_run decodes it,
+// with the same messages, and delivered by on_span or counted by `corrupt`. Out of line (rare):
+// the line's loop keeps its registers.
+template <class OnSpan, class OnCorrupt>
+[[gnu::noinline]] void deliver_decoded(const char* slot, uint32_t i, uint32_t at, uint64_t seq,
+                                       const FileStrings& strings, RecordCopy& rec,
+                                       OnSpan& on_span, OnCorrupt& corrupt) {
+  auto resolve = [&strings](uint32_t id, std::string_view& out, std::string& w) {
+    return strings.resolve(id, out, w);
+  };
+  std::string why;
+  std::memcpy(&rec.header, slot, sizeof rec.header);
+  bool ok;
+  if ((rec.header.flags & kRecordCompact) != 0) {
+    CompactRecord c;
+    std::memcpy(&c, slot, sizeof c);
+    ok = decode_compact(c, seq, resolve, rec, RecordWhere{"run record ", i, " at slot ", at}, why);
+  } else {
+    copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slot) + kSlotBytes);
+    ok = finish_ordinary(rec, RecordWhere{"run record ", i, " at slot ", at}, why);
+  }
+  if (ok) on_span(static_cast<const RecordCopy&>(rec));
+  else corrupt(seq, why);
+}
+
 template <class OnSpan, class OnCorrupt>
 void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& spans,
                     bool have_clock, const FileStrings& strings, TextLines& lines,
                     RecordCopy& rec, OnSpan& on_span, OnCorrupt& corrupt) {
-  auto resolve = [&strings](uint32_t id, std::string_view& out, std::string& w) {
-    return strings.resolve(id, out, w);
-  };
-  uint32_t at = 0;
-  std::string why;
   // The lines go into a window of the output, asked for once per kWindow bytes of lines and
   // committed when it is left (not a room() and a commit() per line: ~10 instructions a line):
   // before a record that takes span() or a drop (which write through the output themselves)
@@ -263,9 +285,8 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
     base = p = lines.out.room(kWindow);
     last = base + (kWindow - kPlainLineRoom);
   };
+  const char* slot = slots;  // the record's first slot (framed: each within the run)
   for (uint32_t i = 0; i < b.records; ++i) {
-    const uint64_t seq = b.first_seq + i;
-    const char* const slot = slots + size_t{at} * kSlotBytes;
     RecordHeader h;
     std::memcpy(&h, slot, sizeof h);
     const bool tsc = (h.flags & kRecordTsc) != 0;
@@ -273,9 +294,10 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
       leave();
       enter();
     }
-    char* const out = p;
     size_t n = 0;
+    size_t step;  // the record's slots, in bytes
     if ((h.flags & kRecordCompact) != 0) {
+      step = kSlotBytes;
       CompactRecord c;
       std::memcpy(&c, slot, sizeof c);
       uint16_t ids[1 + kCompactAttrs];
@@ -294,24 +316,13 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
         h.inv = c.inv;
         h.hid = c.hid;
         h.depth = c.depth;
-        h.seq = seq;
+        h.seq = b.first_seq + i;
         h.flags = 0;
         h.slots = 1;
-        n = lines.sink.span_compact(out, b.pid, b.tid, h, c, text);
+        n = lines.sink.span_compact(p, b.pid, b.tid, h, c, text);
       }
-      if (n == 0) {
-        leave();
-        std::memcpy(&rec.header, slot, sizeof rec.header);
-        const bool ok = decode_compact(c, seq, resolve, rec, RecordWhere{"run record ", i,
-                                                                         " at slot ", at},
-                                       why);
-        if (ok) on_span(static_cast<const RecordCopy&>(rec));
-        else corrupt(seq, why);
-        enter();
-      }
-      at += 1;
     } else {
-      const uint16_t nslots = h.slots;  // framed: 1..kMaxRecordSlots within the run
+      step = size_t{h.slots} * kSlotBytes;  // framed: 1..kMaxRecordSlots within the run
       if (have_clock || !tsc) {
         if (tsc) {
           const TscClock::Interval ns = spans(h.ts_ns, h.dur_ns);
@@ -319,22 +330,17 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
           h.dur_ns = ns.dur_ns;
           h.flags &= static_cast<uint16_t>(~kRecordTsc);
         }
-        n = lines.sink.span_plain(out, b.pid, b.tid, h,
-                                  slot + offsetof(RecordHeader, payload));
+        n = lines.sink.span_plain(p, b.pid, b.tid, h, slot + offsetof(RecordHeader, payload));
       }
-      if (n == 0) {
-        leave();
-        std::memcpy(&rec.header, slot, sizeof rec.header);
-        copy_ordinary_payload(rec, reinterpret_cast<const std::byte*>(slot) + kSlotBytes);
-        const bool ok = finish_ordinary(rec, RecordWhere{"run record ", i, " at slot ", at},
-                                        why);
-        if (ok) on_span(static_cast<const RecordCopy&>(rec));
-        else corrupt(seq, why);
-        enter();
-      }
-      at += nslots;
+    }
+    if (__builtin_expect(n == 0, 0)) {
+      leave();
+      deliver_decoded(slot, i, static_cast<uint32_t>((slot - slots) / kSlotBytes),
+                      b.first_seq + i, strings, rec, on_span, corrupt);
+      enter();
     }
     p += n;
+    slot += step;
   }
   leave();
 }
