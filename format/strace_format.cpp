@@ -63,26 +63,35 @@ inline bool copy_plain(const char* in, size_t len, char* out) noexcept {
   const __m128i lb = _mm_set1_epi8('[');
   const __m128i rb = _mm_set1_epi8(']');
   const __m128i eq = _mm_set1_epi8('=');
-  auto copied = [&](__m128i v) {  // bit i: byte i is copied as is
+  auto copied = [&](__m128i v) {  // byte i 0xff: byte i is copied as is
     const __m128i in_range = _mm_cmplt_epi8(_mm_add_epi8(v, bias), top);
     __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, pct),
                                    _mm_or_si128(_mm_cmpeq_epi8(v, lb), _mm_cmpeq_epi8(v, rb)));
     if (kName) special = _mm_or_si128(special, _mm_cmpeq_epi8(v, eq));
-    return static_cast<unsigned>(_mm_movemask_epi8(_mm_andnot_si128(special, in_range)));
+    return _mm_andnot_si128(special, in_range);
   };
+  if (len == 0) return true;
+  // Every vector is stored and its verdict and-ed into `all`, one test at the end (not a
+  // movemask, compare and branch per vector): a refused field leaves `out` partly written,
+  // which the caller overwrites.
+  __m128i all = _mm_set1_epi8(-1);
   size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
+  for (; i + 16 < len; i += 16) {  // every vector but the last
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    if (copied(v) != 0xffffu) return false;
+    all = _mm_and_si128(all, copied(v));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
   }
-  if (i < len) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    const unsigned want = (1u << (len - i)) - 1;  // the field's bytes in this vector
-    if ((~copied(v) & want) != 0) return false;
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
-  }
-  return true;
+  // The last vector holds 1..16 of the field's bytes; the lanes past them count as copied
+  // (their bytes are read but not the field's): kPast from 16 - (len - i) has 0 in the field's
+  // lanes and 0xff past them.
+  alignas(16) static constexpr unsigned char kPast[32] = {
+      0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+  const __m128i past = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kPast + 16 - (len - i)));
+  all = _mm_and_si128(all, _mm_or_si128(copied(v), past));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), v);
+  return _mm_movemask_epi8(all) == 0xffff;
 #elif defined(__ARM_NEON) && defined(__aarch64__)
   // The same check with NEON (aarch64): a lane is 0xff when its byte is copied as is (in
   // 0x20/0x21..0x7e and none of the escaped bytes); a vector is taken when its smallest lane is.
