@@ -125,7 +125,7 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42_one(uint32_t crc, const 
   return c32;
 }
 
-// Three streams of `len` bytes each (len a multiple of 32), from p, p + len, p + 2 len; `c`
+// Three streams of `len` bytes each (len a multiple of 64), from p, p + len, p + 2 len; `c`
 // is the register before them. Returns the register after all 3 x len bytes.
 __attribute__((target("sse4.2"))) inline uint64_t three_streams(uint64_t c,
                                                                const unsigned char* p,
@@ -133,24 +133,17 @@ __attribute__((target("sse4.2"))) inline uint64_t three_streams(uint64_t c,
                                                                const ZerosTable& z) noexcept {
   uint64_t c1 = 0, c2 = 0;
   const unsigned char* const end = p + len;
-  // Four words of each stream per turn (len is a multiple of 32): twelve crc32 instructions to
-  // the loop's three (pointer, compare, branch); two words a turn were 9 for 6, ~26 of
-  // `convert`'s instructions per demo record against ~22 (callgrind).
-  static_assert(kLong % 32 == 0 && kShort % 32 == 0);
+  // Eight words of each stream per turn (len is a multiple of 64): 24 crc32 instructions to the
+  // loop's three (pointer, compare, branch); four words a turn were 12 for 3, two words 6 for 3
+  // (`convert` per demo record: ~26, ~22, ~20 instructions, callgrind).
+  static_assert(kLong % 64 == 0 && kShort % 64 == 0);
   do {
-    c = load_crc(c, p);
-    c1 = load_crc(c1, p + len);
-    c2 = load_crc(c2, p + 2 * len);
-    c = load_crc(c, p + 8);
-    c1 = load_crc(c1, p + len + 8);
-    c2 = load_crc(c2, p + 2 * len + 8);
-    c = load_crc(c, p + 16);
-    c1 = load_crc(c1, p + len + 16);
-    c2 = load_crc(c2, p + 2 * len + 16);
-    c = load_crc(c, p + 24);
-    c1 = load_crc(c1, p + len + 24);
-    c2 = load_crc(c2, p + 2 * len + 24);
-    p += 32;
+    for (size_t k = 0; k < 64; k += 8) {  // unrolled: a constant trip count
+      c = load_crc(c, p + k);
+      c1 = load_crc(c1, p + len + k);
+      c2 = load_crc(c2, p + 2 * len + k);
+    }
+    p += 64;
   } while (p < end);
   c = shift(z, static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1);
   return shift(z, static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c2);
