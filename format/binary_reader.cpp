@@ -98,7 +98,8 @@ RunShape run_shape(const char* slots, uint32_t nslots, uint32_t nrecords, uint64
   // Walked by pointer up to the run's end, without a record count in the loop: every record
   // takes at least one slot, so the walk ends within nslots turns; a record whose slots run
   // past the end leaves `slot` beyond it (only its header, inside the run, was read), and a
-  // wrong number of records leaves `seq` off end_seq: both checked once, after the loop.
+  // wrong number of records leaves `seq` off first_seq + nrecords: both checked once, after the
+  // loop.
   const char* slot = slots;
   const char* const end = slots + size_t{nslots} * kSlotBytes;
   uint64_t seq = first_seq;
