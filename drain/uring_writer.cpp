@@ -59,21 +59,60 @@ struct Stage {
 
 struct UringWriter::Impl {
   io_uring ring{};
-  Stage stage;  // the aligned staging buffer of direct writes (grown as needed)
-  ~Impl() { std::free(stage.data); }
+  std::vector<Stage> free_stages;  // staging buffers of direct writes, for reuse
+  ~Impl() {
+    for (auto& s : free_stages) std::free(s.data);
+  }
 };
 
 namespace {
 
-// One buffer on its way to the file through the io_uring (page-cache writes and pipes).
+// One buffer on its way to the file.
 struct Inflight {
   Buffer* buffer;
   uint64_t offset;    // where its first byte goes
-  size_t done = 0;    // bytes written so far
-  int ops = 0;        // its write (or fsync) in flight in the io_uring
+  size_t done = 0;    // bytes written so far (direct: of the current piece)
+  int ops = 0;        // its writes (or fsync) in flight in the io_uring
   bool complete = false;
   int error = 0;      // errno of a failed write
+  // Direct writes go in three pieces, one after the other: the buffer's first `head` bytes (up
+  // to the file's next block boundary) through the page cache (fd_), the next `direct_len`
+  // (whole blocks, copied to the aligned `stage`) with O_DIRECT at `offset + head`, the rest
+  // through the page cache. `piece` is the one to write next (kHead, kBlocks, kTail; kDone once
+  // all are in the file).
+  bool direct = false;           // written the direct way (staged or not)
+  bool blocks_buffered = false;  // its blocks go through the page cache after all (O_DIRECT
+                                 // refused, no staging memory, or a short write that ended
+                                 // inside a block)
+  uint8_t piece = 0;
+  Stage stage;
+  size_t head = 0;
+  size_t direct_len = 0;
 };
+
+// The pieces of a direct write, in file order. The io_uring user data of a piece's write is its
+// Inflight's address with the piece in the low two bits; other writes and fsyncs carry kWhole.
+constexpr uint8_t kHead = 0, kBlocks = 1, kTail = 2, kDone = 3;
+constexpr uintptr_t kWhole = 3;
+static_assert(alignof(Inflight) >= 4, "the two low bits of an Inflight* carry the piece");
+
+size_t piece_len(const Inflight& f, uint8_t piece) {
+  switch (piece) {
+    case kHead: return f.head;
+    case kBlocks: return f.direct_len;
+    case kTail: return f.buffer->len - f.head - f.direct_len;
+    default: return 0;
+  }
+}
+
+// Past every piece written whole (or empty); complete once none is left.
+void advance(Inflight& f) {
+  while (f.piece < kDone && f.done >= piece_len(f, f.piece)) {
+    ++f.piece;
+    f.done = 0;
+  }
+  if (f.piece == kDone) f.complete = true;
+}
 
 }  // namespace
 
@@ -110,8 +149,8 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
     }
     start_ = keep_bytes;
   }
-  // An entry per buffer in flight and one for a sync marker's fsync.
-  const int r = io_uring_queue_init(depth_ + 1, &impl_->ring, 0);
+  // Entries for a chain of three pieces per queued buffer and a sync marker's fsync.
+  const int r = io_uring_queue_init(depth_ * 4, &impl_->ring, 0);
   if (r < 0) {
     const std::string cause = "io_uring_queue_init: " + std::string(std::strerror(-r));
     if (fallback != Fallback::kSynchronous) {
@@ -125,9 +164,7 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
   }
   if (direct == Direct::kTry && seekable_ && S_ISREG(st.st_mode) && !synchronous())
     open_direct();
-  // Direct writes go one buffer after the other from the writer thread itself (write_at).
-  const bool one_by_one = synchronous() || this->direct();
-  thread_ = std::thread([this, one_by_one] { one_by_one ? run_synchronous() : run(); });
+  thread_ = std::thread([this] { synchronous() ? run_synchronous() : run(); });
 }
 
 void UringWriter::open_direct() {
@@ -168,57 +205,11 @@ void UringWriter::report_error(int err, std::set<int>& reported) {
                  "counted as unwritten, draining goes on\n", path_.c_str(), std::strerror(err));
 }
 
-int UringWriter::write_at(const Buffer& b, uint64_t off) {
-  const char* const p = b.data.get();
-  const size_t len = b.len;
-  if (!direct_.load(std::memory_order_relaxed)) return write_fully(fd_, seekable_, p, len, off);
-  // The bytes up to the file's next block boundary through the page cache (the block they end
-  // is the previous buffer's last, partly written), the whole blocks after them with O_DIRECT
-  // from the aligned staging copy, the rest through the page cache: no block is written both
-  // ways, so no page a reader cached goes stale under a direct write, and the file grows only
-  // over written bytes.
-  const size_t head =
-      std::min(len, static_cast<size_t>((kDirectBlock - off % kDirectBlock) % kDirectBlock));
-  const size_t blocks = (len - head) / kDirectBlock * kDirectBlock;
-  if (const int err = write_fully(fd_, true, p, head, off)) return err;
-  size_t done = 0;  // of the blocks, written with O_DIRECT
-  Stage& st = impl_->stage;
-  if (blocks != 0 && st.capacity < blocks) {
-    std::free(st.data);
-    st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, blocks));
-    st.capacity = st.data != nullptr ? blocks : 0;  // none: the blocks through the page cache
-  }
-  if (blocks != 0 && st.data != nullptr) {
-    std::memcpy(st.data, p + head, blocks);
-    while (done < blocks) {
-      const ssize_t n = ::pwrite(dfd_, st.data + done, blocks - done,
-                                 static_cast<off_t>(off + head + done));
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        if (done % kDirectBlock != 0) break;  // short inside a block: no longer aligned
-      } else if (n < 0 && errno == EINTR) {
-      } else if (n < 0 && errno == EAGAIN) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      } else if (n < 0 && errno == EINVAL) {
-        // O_DIRECT refused (an alignment this filesystem does not take): the rest of this
-        // buffer and every later one through the page cache.
-        direct_.store(false, std::memory_order_release);
-        break;
-      } else {
-        return n == 0 ? EIO : errno;
-      }
-    }
-  }
-  return write_fully(fd_, true, p + head + done, len - head - done, off + head + done);
-}
-
 void UringWriter::run_synchronous() {
   // The io_uring path's contract, one buffer at a time: each buffer at its offset (the current
   // position on a pipe), short writes finished, EINTR/EAGAIN retried, buffers returned in file
   // order with file_end; a failed buffer comes back failed, the file is cut back to the last
   // whole buffer and the next buffer goes there. fsync for files and block devices only.
-  // Direct writes (write_at) go this way too: each buffer as soon as the one before it is in
-  // the file, with no round trip through another thread between them.
   uint64_t good_end = start_;  // end of the last buffer written whole
   std::set<int> reported;
   for (;;) {
@@ -233,7 +224,7 @@ void UringWriter::run_synchronous() {
       done_.enqueue(b);
       continue;
     }
-    const int err = write_at(*b, good_end);
+    const int err = write_fully(fd_, seekable_, b->data.get(), b->len, good_end);
     if (err != 0) {
       report_error(err, reported);
       b->failed = true;
@@ -255,22 +246,136 @@ void UringWriter::run() {
   uint64_t next_offset = start_;  // where the next new buffer goes
   uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
+  int chain_ops = 0;         // direct pieces in flight (one linked chain at most)
 
+  Impl& im = *impl_;
+  auto set_data = [](io_uring_sqe* sqe, Inflight& f, uintptr_t tag) {
+    io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(&f) | tag));
+  };
   auto submit_write = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) return false;  // ring full: retried after the next completion
     const uint64_t off = seekable_ ? f.offset + f.done : static_cast<uint64_t>(-1);
     io_uring_prep_write(sqe, fd_, f.buffer->data.get() + f.done,
                         static_cast<unsigned>(f.buffer->len - f.done), off);
-    io_uring_sqe_set_data(sqe, &f);
+    set_data(sqe, f, kWhole);
     f.ops = 1;
     return true;
+  };
+  auto release_stage = [&](Inflight& f) {
+    if (f.stage.data != nullptr) im.free_stages.push_back(f.stage);
+    f.stage = Stage{};
+  };
+  // A direct write: the buffer's bytes up to the file's next block boundary (`head`) and after
+  // its last whole block go through the page cache; the whole blocks between, copied to an
+  // aligned staging buffer as the buffer arrives (while earlier ones are being written), with
+  // O_DIRECT. No block is written both ways, so no page a reader cached can go stale under a
+  // direct write.
+  auto prepare_direct = [&](Inflight& f) {
+    const size_t len = f.buffer->len;
+    const size_t to_boundary =
+        static_cast<size_t>((kDirectBlock - f.offset % kDirectBlock) % kDirectBlock);
+    f.head = std::min(len, to_boundary);
+    f.direct_len = (len - f.head) / kDirectBlock * kDirectBlock;
+    if (f.direct_len != 0) {
+      Stage st{};
+      while (!im.free_stages.empty() && st.data == nullptr) {
+        st = im.free_stages.back();
+        im.free_stages.pop_back();
+        if (st.capacity < f.direct_len) {
+          std::free(st.data);
+          st = Stage{};
+        }
+      }
+      if (st.data == nullptr) {
+        st.data = static_cast<char*>(std::aligned_alloc(kDirectBlock, f.direct_len));
+        st.capacity = f.direct_len;
+      }
+      if (st.data == nullptr) {
+        f.blocks_buffered = true;  // no staging: the blocks through the page cache
+      } else {
+        f.stage = st;
+        std::memcpy(st.data, f.buffer->data.get() + f.head, f.direct_len);
+      }
+    }
+    advance(f);
+  };
+  // One linked chain of the direct pieces of every buffer from the front of the queue up to the
+  // first that is not a direct one (a sync marker, a page-cache buffer): head, blocks, tail,
+  // next buffer's head... IOSQE_IO_LINK starts each piece only once the one before it is
+  // complete, so pieces complete in file order and the file grows only over bytes that are in
+  // it (a reader of the live file never sees a hole): direct writes that extend a file, in
+  // flight together and unlinked, complete out of order on ext4 (measured; docs/performance.md),
+  // and the file's size follows the last one to complete. The kernel goes on from one piece to
+  // the next without this thread (it takes them in turn, a worker of the io_uring runs the
+  // blocking ones back to back), which is what several writes in flight buy here. A piece that
+  // fails or comes back short ends the chain (the kernel cancels the rest, -ECANCELED); the next
+  // chain starts from where the file ends.
+  auto submit_chain = [&] {
+    io_uring_sqe* last = nullptr;
+    for (auto& f : q) {
+      if (f.complete) continue;
+      if (f.buffer->sync || !f.direct) break;
+      for (uint8_t piece = f.piece; piece < kDone; ++piece) {
+        const size_t from = piece == f.piece ? f.done : 0;
+        const size_t len = piece_len(f, piece);
+        if (len == from) continue;
+        // Room for this piece, and one entry kept for a sync marker's fsync.
+        if (io_uring_sq_space_left(ring) < 2) goto full;
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (sqe == nullptr) goto full;
+        size_t at = from;  // the piece's first byte to write, within the buffer
+        if (piece == kBlocks) at += f.head;
+        if (piece == kTail) at += f.head + f.direct_len;
+        if (piece == kBlocks && f.stage.data != nullptr && !f.blocks_buffered)
+          io_uring_prep_write(sqe, dfd_, f.stage.data + from, static_cast<unsigned>(len - from),
+                              f.offset + at);
+        else
+          io_uring_prep_write(sqe, fd_, f.buffer->data.get() + at,
+                              static_cast<unsigned>(len - from), f.offset + at);
+        set_data(sqe, f, piece);
+        // The first piece goes straight to a worker: a direct write that extends the file
+        // blocks (ext4 refuses it without waiting), and the worker then runs the linked pieces
+        // after it itself, without a round trip through this thread.
+        if (last != nullptr) last->flags |= IOSQE_IO_LINK;
+        else sqe->flags |= IOSQE_ASYNC;
+        last = sqe;
+        ++f.ops;
+        ++chain_ops;
+      }
+    }
+  full:;
+  };
+  // A direct piece's completion. The chain goes on in the kernel on success; otherwise the
+  // pieces after it are cancelled and the next chain starts from here.
+  auto piece_done = [&](Inflight& f, uint8_t piece, int res) {
+    --f.ops;
+    --chain_ops;
+    if (f.complete || piece != f.piece) return;  // cancelled behind a failed piece
+    if (res == -ECANCELED || res == -EAGAIN || res == -EINTR) return;  // the next chain again
+    if (res == -EINVAL && piece == kBlocks && !f.blocks_buffered) {
+      // O_DIRECT refused (an alignment this filesystem does not take): the blocks of this and
+      // every queued buffer through the page cache, and every later buffer entirely.
+      direct_.store(false, std::memory_order_release);
+      for (auto& g : q) g.blocks_buffered = true;
+      return;
+    }
+    if (res <= 0) {
+      f.error = res < 0 ? -res : EIO;  // 0: no progress on a non-empty write
+      f.complete = true;
+      return;
+    }
+    f.done += static_cast<size_t>(res);
+    // Short inside a block: the rest of the blocks is not aligned any more.
+    if (piece == kBlocks && f.done < f.direct_len && f.done % kDirectBlock != 0)
+      f.blocks_buffered = true;
+    advance(f);
   };
   auto submit_sync = [&](Inflight& f) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) return false;
     io_uring_prep_fsync(sqe, fd_, 0);
-    io_uring_sqe_set_data(sqe, &f);
+    set_data(sqe, f, kWhole);
     f.ops = 1;
     return true;
   };
@@ -291,6 +396,10 @@ void UringWriter::run() {
       if (!b->sync) {
         next_offset += b->len;
         if (b->len == 0) q.back().complete = true;
+        else if (direct_.load(std::memory_order_relaxed)) {
+          q.back().direct = true;
+          prepare_direct(q.back());
+        }
       }
     }
     if (q.empty()) {
@@ -304,26 +413,43 @@ void UringWriter::run() {
       if (seekable_) submit_sync(q.front());
       else q.front().complete = true;
     }
-    // Page-cache writes: several in flight, each at its offset (one on a pipe: depth_ 1).
+    // Direct pieces: a new chain once the last one is over. Page-cache writes (several in
+    // flight, each at its offset) once every direct buffer before them is complete.
+    if (chain_ops == 0) submit_chain();
     bool in_flight = false;
+    bool direct_pending = false;
     for (auto& f : q) {
-      if (f.ops == 0 && !f.buffer->sync && !f.complete) submit_write(f);
+      if (f.ops == 0 && !f.buffer->sync && !f.complete && !f.direct && !direct_pending)
+        submit_write(f);
       in_flight |= f.ops > 0;
+      direct_pending |= f.direct && !f.complete;
     }
 
     io_uring_cqe* cqe = nullptr;
-    // Wait only for something in flight (an empty buffer, say, completes without a write).
-    int r = in_flight ? io_uring_submit_and_wait(ring, 1) : 0;
+    // Wait only for something in flight (an empty buffer, say, completes without a write). A
+    // chain's pieces complete in order, so waiting for all of the front buffer's wakes this
+    // thread once per buffer (not once per piece), when that buffer can go back.
+    unsigned wait_nr = 1;
+    if (q.front().direct && !q.front().complete && q.front().ops > 0)
+      wait_nr = static_cast<unsigned>(q.front().ops);
+    int r = in_flight ? io_uring_submit_and_wait(ring, wait_nr) : 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.
       for (auto& f : q) { f.complete = true; f.error = -r; f.ops = 0; }
+      chain_ops = 0;
     }
     while (io_uring_peek_cqe(ring, &cqe) == 0) {
-      auto* f = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+      const auto data = reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe));
       const int res = cqe->res;
       io_uring_cqe_seen(ring, cqe);
+      auto* f = reinterpret_cast<Inflight*>(data & ~kWhole);
       if (f == nullptr) continue;
+      const auto tag = static_cast<uint8_t>(data & kWhole);
+      if (tag != kWhole) {
+        piece_done(*f, tag, res);
+        continue;
+      }
       f->ops = 0;
       if (f->buffer->sync) {
         if (res < 0) report(-res);
@@ -346,6 +472,7 @@ void UringWriter::run() {
     while (!q.empty() && q.front().complete && q.front().ops == 0) {
       Inflight f = q.front();
       q.pop_front();
+      release_stage(f);
       if (f.error != 0) {
         report(f.error);
         f.buffer->failed = true;
@@ -360,16 +487,19 @@ void UringWriter::run() {
           bool pending = false;
           for (auto& g : q) pending |= g.ops > 0;
           if (pending && io_uring_wait_cqe(ring, &cqe) == 0) {
-            auto* g = static_cast<Inflight*>(io_uring_cqe_get_data(cqe));
+            const auto data = reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe));
             io_uring_cqe_seen(ring, cqe);
+            auto* g = reinterpret_cast<Inflight*>(data & ~kWhole);
             if (g != nullptr) {
-              g->ops = 0;
+              if ((data & kWhole) != kWhole) --chain_ops;
+              if (g->ops > 0) --g->ops;
               g->complete = true;
             }
             continue;
           }
           Inflight g = q.front();
           q.pop_front();
+          release_stage(g);
           if (!g.buffer->sync) g.buffer->failed = true;
           g.buffer->file_end = good_end;
           done_.enqueue(g.buffer);

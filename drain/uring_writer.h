@@ -1,7 +1,6 @@
-// The drainer's only path to its output file: one thread that writes full buffers at explicit
-// file offsets and hands them back in file order: through the page cache with io_uring, several
-// in flight; with O_DIRECT (Direct::kTry) one after the other with pwrite(2); and where io_uring
-// is blocked and the caller allows it, with pwrite(2) (see Fallback).
+// The drainer's only path to its output file: one thread that writes full buffers with io_uring
+// at explicit file offsets, several in flight, and hands them back in file order (or, where
+// io_uring is blocked and the caller allows it, with pwrite(2): see Fallback).
 //
 // Hand-off: the drain thread enqueues filled Buffers (moodycamel BlockingConcurrentQueue); the
 // writer thread submits them, completes short writes (resubmitting the rest at the right offset)
@@ -54,18 +53,17 @@ class UringWriter {
   // does not copy the bytes into its page cache (on the VM measured, that copy was most of the
   // drainer's time: docs/performance.md). The file's bytes, their order, the returned buffers,
   // file_end, the cut-back after a failed write and a restart's resume are the same as kOff's.
-  // Each buffer's whole 4 KiB blocks of the file are copied to an aligned staging buffer and
-  // written with O_DIRECT; its bytes before the first block boundary and after the last go
-  // through the page cache (no block is written both ways; the file always ends at its last
-  // byte, nothing padded). Direct writes go one after the other, from the writer thread itself
-  // (pwrite(2)), each buffer as soon as the one before it is in the file: direct writes that
-  // extend a file must not be in flight together (on ext4 they complete out of order, and the
-  // file's size would run ahead of a hole a reader of the live file sees), and written by the
-  // writer thread no buffer waits for a round trip through an io_uring worker and back, or for
-  // a chain of earlier buffers to end (docs/performance.md, "Where the flat-out drainer
-  // waits"). After a failed write only that buffer fails; the next goes at the cut-back end.
-  // Falls back to kOff, for good, where the O_DIRECT open or a direct write is refused
-  // (EINVAL), and for pipes, devices and the synchronous writer.
+  // Each buffer's whole 4 KiB blocks of the file are copied to an aligned staging buffer as the
+  // buffer arrives and written with O_DIRECT; its bytes before the first block boundary and
+  // after the last go through the page cache (no block is written both ways; the file always
+  // ends at its last byte, nothing padded). The pieces of every queued buffer (head, blocks,
+  // tail, next head...) go to the kernel as one linked io_uring chain, so several direct writes
+  // are in flight and the kernel runs each once the one before it is complete: the file grows
+  // only over bytes that are in it (unlinked direct writes that extend a file complete out of
+  // order, and the file's size would run ahead of a hole). A piece that fails or is short ends
+  // the chain; the next one goes on from there. Falls back to kOff, for good, where the O_DIRECT
+  // open or a direct write is refused (EINVAL), and for pipes, devices and the synchronous
+  // writer.
   enum class Direct : uint8_t { kOff, kTry };
 
   // Opens `path` for writing (created 0644 before the umask), cuts a regular file to its first
@@ -98,10 +96,7 @@ class UringWriter {
 
  private:
   void run();              // the io_uring writer thread
-  void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous, direct writes)
-  // Writes all of `b` at file offset `off` (direct_: its whole blocks with O_DIRECT, see
-  // Direct). Returns 0 or the errno that stopped it. Writer thread.
-  int write_at(const Buffer& b, uint64_t off);
+  void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous)
   void report_error(int err, std::set<int>& reported);  // first errno kept; each said once
   void open_direct();      // constructor, Direct::kTry: dfd_ and the partial block, or nothing
   struct Impl;
@@ -109,7 +104,7 @@ class UringWriter {
   std::string path_;
   std::string fallback_cause_;  // why io_uring is not used; empty when it is
   bool seekable_ = true;        // false for pipes: offset -1 and one write in flight
-  unsigned depth_ = 8;          // page-cache buffers in flight at most (direct: one)
+  unsigned depth_ = 8;          // buffers in flight at most (a direct one in up to 3 writes)
   uint64_t start_ = 0;          // bytes kept from a previous drainer
   uint64_t dev_ = 0;
   uint64_t ino_ = 0;
