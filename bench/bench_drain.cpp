@@ -197,11 +197,18 @@ struct ProducerReport {
   uint64_t attempted;
   int64_t started_ns;
   int64_t stopped_ns;
+  // Paced: the most records one thread wrote in one catch-up (after a sleep that lasted longer
+  // than asked, it writes what it owes back to back) and the longest time between two of its
+  // catch-ups. A catch-up of more records than a ring holds drops whatever the drainer does:
+  // the producer was descheduled (its CPU is shared), not the drainer.
+  uint64_t max_burst;
+  int64_t max_gap_ns;
 };
 
 // One producer thread: spans until `stop`, at `rate` records/s (0 = flat out).
 void producer_thread(int cpu, double rate, const std::atomic<bool>& go,
-                     const std::atomic<bool>& stop, std::atomic<uint64_t>& attempted) {
+                     const std::atomic<bool>& stop, std::atomic<uint64_t>& attempted,
+                     std::atomic<uint64_t>& max_burst, std::atomic<int64_t>& max_gap_ns) {
   bench::pin_this_thread(cpu);
   while (!go.load(std::memory_order_acquire)) {
   }
@@ -221,10 +228,24 @@ void producer_thread(int cpu, double rate, const std::atomic<bool>& go,
   } else {
     // Paced: catch up to rate x elapsed, then sleep 50 us. Sleeping (not spinning) lets several
     // producer threads share one CPU without the scheduler turning them into bursts.
+    uint64_t burst = 0;
+    int64_t gap = 0;
+    int64_t last = start;
     while (!stop.load(std::memory_order_relaxed)) {
-      const double due = rate * static_cast<double>(bench::mono_ns() - start) / 1e9;
+      const int64_t now = bench::mono_ns();
+      gap = std::max(gap, now - last);
+      last = now;
+      const double due = rate * static_cast<double>(now - start) / 1e9;
+      const uint64_t before = n;
       while (static_cast<double>(n) < due) one();
+      burst = std::max(burst, n - before);
       bench::sleep_us(50);
+    }
+    uint64_t b = max_burst.load(std::memory_order_relaxed);
+    while (burst > b && !max_burst.compare_exchange_weak(b, burst, std::memory_order_relaxed)) {
+    }
+    int64_t g = max_gap_ns.load(std::memory_order_relaxed);
+    while (gap > g && !max_gap_ns.compare_exchange_weak(g, gap, std::memory_order_relaxed)) {
     }
   }
   attempted.fetch_add(n, std::memory_order_relaxed);
@@ -236,10 +257,12 @@ void producer_thread(int cpu, double rate, const std::atomic<bool>& go,
   if (!spanring::attach(segment.c_str())) ::_exit(3);
   std::atomic<bool> go{false}, stop{false};
   std::atomic<uint64_t> attempted{0};
+  std::atomic<uint64_t> max_burst{0};
+  std::atomic<int64_t> max_gap_ns{0};
   std::vector<std::thread> ts;
   for (int i = 0; i < threads; ++i)
     ts.emplace_back(producer_thread, cpu, total_rate / threads, std::cref(go), std::cref(stop),
-                    std::ref(attempted));
+                    std::ref(attempted), std::ref(max_burst), std::ref(max_gap_ns));
   ProducerReport rep{};
   rep.started_ns = bench::mono_ns();
   go.store(true, std::memory_order_release);
@@ -250,6 +273,8 @@ void producer_thread(int cpu, double rate, const std::atomic<bool>& go,
   for (auto& t : ts) t.join();
   rep.stopped_ns = bench::mono_ns();
   rep.attempted = attempted.load();
+  rep.max_burst = max_burst.load();
+  rep.max_gap_ns = max_gap_ns.load();
   (void)!::write(report_fd, &rep, sizeof rep);
   ::_exit(0);
 }
@@ -301,6 +326,8 @@ struct RunResult {
   long long total_written = -1;
   long long total_dropped = -1;
   uint64_t attempted = 0;
+  uint64_t max_burst = 0;    // paced: ProducerReport::max_burst
+  double max_gap_ms = 0;     // paced: ProducerReport::max_gap_ns, in ms
   double drainer_cpu = 0;    // fraction of one core, in the window
   double slots_per_record = 0;  // ring slots the drainer consumed per record, in the window
   double window_s = 0;
@@ -397,6 +424,8 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
   r.window_drops = b.drops - a.drops;
   r.drainer_cpu = static_cast<double>(b.drainer_cpu_ns - a.drainer_cpu_ns) / 1e9 / dt;
   r.attempted = rep.attempted;
+  r.max_burst = rep.max_burst;
+  r.max_gap_ms = static_cast<double>(rep.max_gap_ns) / 1e6;
   r.offered_rate = rep.stopped_ns > rep.started_ns
                        ? static_cast<double>(rep.attempted) /
                              (static_cast<double>(rep.stopped_ns - rep.started_ns) / 1e9)
@@ -608,10 +637,11 @@ int main(int argc, char** argv) {
               "the bytes are in the file) and the file's growth.\n\n", slots);
   std::printf("| output | producers | mode | offered rec/s | drained rec/s | MB/s | bytes/record | "
               "drops (window) | written / dropped (drainer summary) | drainer CPU (one core = "
-              "100%%) | rec/s per drainer CPU-s |\n");
-  std::printf("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|\n");
+              "100%%) | rec/s per drainer CPU-s | paced: largest catch-up, records (longest "
+              "producer gap) |\n");
+  std::printf("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   for (const auto& r : runs) {
-    std::printf("| %s | %d | %s | %s | %s | %.0f | %.0f | %llu | %lld / %lld | %.0f%% | %s |%s\n",
+    std::printf("| %s | %d | %s | %s | %s | %.0f | %.0f | %llu | %lld / %lld | %.0f%% | %s | %s |%s\n",
                 r.format == "binary" ? "binary" : "[STRACE] text", r.threads,
                 r.paced ? bench::fmt("paced %.1f M/s",
                                      (r.format == "binary" ? o.paced_rate_binary : o.paced_rate) /
@@ -621,6 +651,10 @@ int main(int argc, char** argv) {
                 r.bytes_per_line, static_cast<unsigned long long>(r.window_drops),
                 r.total_written, r.total_dropped, r.drainer_cpu * 100,
                 rate_str(r.drainer_cpu > 0 ? r.drained_rate / r.drainer_cpu : 0).c_str(),
+                r.paced ? (std::to_string(r.max_burst) + bench::fmt(" (%.1f ms)", r.max_gap_ms) +
+                           (r.max_burst > o.ring_records ? ", more than a ring" : ""))
+                              .c_str()
+                        : "",
                 r.ok ? "" : (" ERROR: " + r.error).c_str());
   }
   // The page cache of each configuration: was it the drainer or the disk?
@@ -740,6 +774,7 @@ int main(int argc, char** argv) {
                            {"offered_rate", r.offered_rate}, {"drained_rate", r.drained_rate},
                            {"mb_per_s", r.mb_per_s}, {"bytes_per_line", r.bytes_per_line},
                            {"window_drops", r.window_drops}, {"written", r.total_written},
+                           {"max_burst", r.max_burst}, {"max_gap_ms", r.max_gap_ms},
                            {"dropped", r.total_dropped}, {"drainer_cpu", r.drainer_cpu},
                            {"slots_per_record", r.slots_per_record},
                            {"sync_before_s", r.sync_before_s}, {"stop_s", r.stop_s},

@@ -80,6 +80,11 @@ class Destination {
   virtual bool collect(int64_t timeout_us) = 0;
   // Buffers submitted and not yet reported durable.
   virtual size_t in_flight() const noexcept = 0;
+  // Whether a partly filled buffer is worth handing over as soon as nothing is on its way
+  // (Drainer::poll): true for a file, whose rings' tails then move a write after the records
+  // were read instead of once a buffer is full; false (the default) where each buffer is a unit
+  // of its own (the flight recorder's window blocks).
+  virtual bool eager() const noexcept { return false; }
   // Waits until every buffer is durable and reported, then syncs the file. Returns false when
   // a write (to any of its files) failed.
   virtual bool finish() = 0;

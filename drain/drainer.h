@@ -88,8 +88,9 @@ class Drainer {
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
 
-  // One pass over the rings: reads what is published, commits finished writes. Returns the
-  // number of records read (0 = idle). Every ring is looked at once per kFullScanNs; in
+  // One pass over the rings: reads what is published, commits finished writes, and hands the
+  // partly filled buffer to the destination when nothing is on its way there and the
+  // destination is eager() (a file). Returns the number of records read (0 = idle). Every ring is looked at once per kFullScanNs; in
   // between, only the rings that had an owner at the last full look (a ring header is a cache
   // line to fetch: 256 of them per poll cost more than a trickle of records).
   // A ring claimed since the previous poll (the segment's ring_claims count changed) makes
@@ -276,6 +277,7 @@ class Drainer {
     return d;
   }
   bool runs_ = false;  // sink_.runs()
+  bool eager_ = false;  // dest_.eager(): poll() hands over a partly filled buffer when idle
   // sink_.clock_events() (binary version 4): runs keep TSC times and the clock goes into the
   // file (write_clock()); false: drain_run() converts them.
   bool clock_events_ = false;

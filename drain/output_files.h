@@ -107,6 +107,7 @@ class OutputFiles final : public Destination {
   void submit(Buffer* b, const Commit& commit) override;
   bool collect(int64_t timeout_us) override;
   size_t in_flight() const noexcept override { return pool_->in_flight(); }
+  bool eager() const noexcept override { return true; }
   // Waits for every buffer, then fsyncs the file; false when a write to any file failed.
   bool finish() override;
 
