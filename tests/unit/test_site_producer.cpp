@@ -148,11 +148,20 @@ TEST_CASE("a SPANRING_SPAN site keeps its name's and keys' ids for the current a
   const uint64_t name = seen->name.load(std::memory_order_relaxed);
   CHECK((name >> 32) == generation);
   CHECK(t.string(static_cast<uint16_t>(name)) == "site.kept");
-  CHECK(seen->keys_tag.load(std::memory_order_relaxed) == (uint64_t{generation} << 32 | 2));
-  const uint64_t ids = seen->key_ids.load(std::memory_order_relaxed);
+  // Filled: tagged with the gate word of a thread of this generation inside a record write.
+  CHECK(seen->keys_tag.load(std::memory_order_relaxed) ==
+        (uint64_t{generation} << 32 | kGateOpen | kGateBusy));
+  // The record's word 6 (one slot, compact and timed by the counter, the name, key 0) and word
+  // 7 (keys 1..3, the count) as the span writes them.
+  const uint64_t head = seen->keys_head;
+  const uint64_t tail = seen->keys_tail;
+  CHECK((head & 0xffffffff) == (1u | uint32_t{kRecordCompact | kRecordTsc} << 16));
+  CHECK((head >> 32 & 0xffff) == static_cast<uint16_t>(name));
+  const uint64_t ids = head >> 48 | tail << 16;
   CHECK(t.string(ids & 0xffff) == "k1");
   CHECK(t.string(ids >> 16 & 0xffff) == "k2");
-  CHECK((ids >> 32) == 0);
+  CHECK((ids >> 32 & 0xffffffffffff) == 0);
+  CHECK((tail >> 56) == 2);
   for (size_t i = 0; i < recs.size(); ++i) {
     REQUIRE((recs[i].flags() & kRecordCompact) != 0);
     const CompactRecord c = recs[i].compact();
