@@ -592,6 +592,11 @@ struct SpanData {
   uint8_t spilled_;
   detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
   detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
+  // The thread's state (t_self, a ThreadState) when begun inline (inline_ != 0), for its inline
+  // end: the pointer t_self holds then, since a span ends on the thread it began on (the end
+  // takes it from here instead of loading t_self again). Unset otherwise. void*: ThreadState is
+  // hidden, and SpanData is not.
+  void* state_;
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
@@ -916,6 +921,7 @@ class Span : private detail::SpanData {
     clear_compact();
     strings_ = &detail::g_module_strings;
     site_ = site;
+    state_ = &t;
     // A constant at each call: 2 with a site, 1 without (see inline_).
     inline_ = site != nullptr ? 2 : 1;
     const uint64_t start = detail::read_tsc();
@@ -937,7 +943,7 @@ class Span : private detail::SpanData {
   // values, a duration below 2^32 ticks) and the thread may write inline (its gate open: not busy, not
   // a vfork child, no drop since its last record). Else end_at().
   SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
-    detail::ThreadState* const t = detail::t_self;
+    detail::ThreadState* const t = static_cast<detail::ThreadState*>(state_);
     // An end before the start (TSC ticks of two CPUs can differ by a few ticks on some hosts)
     // wraps to a duration above 2^32 here and goes to end_at, which records 0.
     const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
