@@ -325,6 +325,11 @@ uint16_t site_name_slow(SpanSite& site, const char* p, uint32_t len) noexcept {
   uint64_t seen = site.name.load(std::memory_order_relaxed);
   if ((seen >> 32) == generation) return static_cast<uint16_t>(seen);  // filled meanwhile
   const uint16_t id = intern(g_process.strings, p, len, &g_process.header->strings_full);
+  // The record's word 6 for the id (span.h, SpanSite::name_head), before the word's release.
+  // relaxed: published by the CAS below; a thread that loses the CAS stored the same value.
+  if (id != 0)
+    site.name_head.store(RingWriter::compact_word6(kRecordCompact | kRecordTsc, id, 0),
+                         std::memory_order_relaxed);
   // release: pairs with site_name_id's acquire, so a thread that finds the id also sees the
   // entry kStringReady (this thread acquired that in intern), as string_id_slow's words. A CAS
   // from the word seen: when another thread stored this generation's word first, its id is
@@ -383,11 +388,12 @@ bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const c
 
 namespace {
 // Stores the key set of a span of `site` (`keys`: kCompactAttrs pointers, null past `count`,
-// 1..kCompactAttrs; `ids` their ids in the current generation) in the site when the site holds
-// no set of this generation (span.h, SpanSite): claimed with a CAS on keys_tag (busy), the
-// pointers and ids stored, then the tag published with release. A site already holding this
-// generation's set (another span's keys) or being filled by another thread is left alone.
-void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count,
+// 1..kCompactAttrs; `ids` their ids and `name_id` the site's name's id, in the current
+// generation) in the site when the site holds no set of this generation (span.h, SpanSite):
+// claimed with a CAS on keys_tag (busy), the pointers and the record's words 6 and 7 stored,
+// then the tag published with release. A site already holding this generation's set (another
+// span's keys) or being filled by another thread is left alone.
+void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count, uint16_t name_id,
                     uint64_t ids) noexcept {
   // acquire: as in site_name_slow.
   const uint64_t generation = g_attach_generation.load(std::memory_order_acquire);
@@ -400,11 +406,14 @@ void site_fill_keys(SpanSite& site, const char* const* keys, uint32_t count,
                                              std::memory_order_acquire,
                                              std::memory_order_relaxed))
     return;
-  // Plain stores (SpanSite::keys), published by the tag's release below.
+  // Plain stores (SpanSite::keys, keys_head, keys_tail), published by the tag's release below.
   for (uint32_t i = 0; i < kCompactAttrs; ++i) site.keys[i] = i < count ? keys[i] : nullptr;
-  site.key_ids.store(ids, std::memory_order_relaxed);
-  // release: a reader that acquires this tag (site_keys_match) sees the pointers and ids above.
-  site.keys_tag.store(generation << 32 | count, std::memory_order_release);
+  // Words 6 and 7 of the CompactRecord Span::finish writes for this set (span.h): the flags it
+  // writes (timed by the counter), the attribute byte's count (its negative bits are the span's).
+  site.keys_head = RingWriter::compact_word6(kRecordCompact | kRecordTsc, name_id, ids);
+  site.keys_tail = ids >> 16 | uint64_t{count} << 56;
+  // release: a reader that acquires this tag (site_keys_match) sees the fields above.
+  site.keys_tag.store(generation << 32 | kSiteKeysFilled, std::memory_order_release);
 }
 
 // The calling thread's invocation, hid and depth; zeros when it has no state (a record that
@@ -613,6 +622,11 @@ void detail::SpanData::end_at(int64_t end) noexcept {
       packed_ = true;
       attrs_len_ = 0;
     }
+    // Begun at a site (inline_ 2), which leaves name_id_ 0: the id is the site's word's, which
+    // begin_inline found valid for this thread's ring. The word is filled once per attach
+    // generation, and another segment is not attached while a Span is open (attach_segment),
+    // so it still holds that id. acquire: as site_name_id's.
+    if (inline_ == 2) name_id_ = static_cast<uint16_t>(site_->name.load(std::memory_order_acquire));
   }
   // begin() found or made the state, and t_self keeps it until the thread's key destructor
   // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
@@ -630,7 +644,7 @@ void detail::SpanData::end_at(int64_t end) noexcept {
       if (__builtin_expect(ring.compact_allowed() && key_ids(t.key_memo, keys), 1)) {
         // A SPANRING_SPAN span with keys: its site keeps them when it holds none yet.
         if (detail::SpanSite* const site = this->site(); site != nullptr && count_ != 0)
-          detail::site_fill_keys(*site, keys_, count_, keys);
+          detail::site_fill_keys(*site, keys_, count_, name_id_, keys);
         return ring.write_compact(static_cast<uint64_t>(start_), inv_, hid_, values_,
                                   static_cast<uint32_t>(dur),
                                   static_cast<uint16_t>(kRecordCompact | flags), name_id_, keys,

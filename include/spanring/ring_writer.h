@@ -94,6 +94,23 @@ class SPANRING_HIDDEN RingWriter {
     __atomic_fetch_or(&gate_, bits, __ATOMIC_RELAXED);
 #endif
   }
+  // Sets the gate from `expected` to `desired` when it is `expected`, with one signal-atomic
+  // compare-and-exchange (a signal handler of this thread runs wholly before or after it);
+  // returns whether it did. x86-64: one `cmpxchg` to memory without a lock prefix (no other
+  // thread writes the word). Elsewhere: a relaxed atomic compare-exchange.
+  __attribute__((always_inline)) bool gate_cas(uint32_t expected, uint32_t desired) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    bool done;
+    asm volatile("cmpxchgl %3, %1"
+                 : "=@ccz"(done), "+m"(gate_), "+a"(expected)
+                 : "r"(desired));
+    return done;
+#else
+    // relaxed: the only other writers are this thread's signal handlers.
+    return __atomic_compare_exchange_n(&gate_, &expected, desired, false, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED);
+#endif
+  }
   // Clears `bits` while kGateBusy is set (or bits that only the owner sets while no handler
   // can change the gate, see gate_): a plain read-modify-write.
   void gate_clear(uint32_t bits) noexcept { gate_ &= ~bits; }
@@ -266,6 +283,16 @@ class SPANRING_HIDDEN RingWriter {
     return 1u | uint64_t{flags} << 16 | uint64_t{name} << 32 | keys << 48;
   }
 
+  // put_compact with the record's last two words given (put_compact_words below), at own_head_,
+  // and the 4 values as four 32-bit stores: for a caller that has word 6 and word 7 built
+  // already (a Span's site keeps them) and holds the values in separate registers (two 64-bit
+  // words of them took two shifts and two ORs).
+  __attribute__((always_inline)) RingHeader* put_compact_words(
+      uint64_t ts, uint64_t inv, uint64_t hid, uint32_t v0, uint32_t v1, uint32_t v2, uint32_t v3,
+      uint32_t dur, uint64_t word6, uint64_t word7, uint8_t depth) noexcept {
+    return put_compact_words(own_head_, ts, inv, hid, v0, v1, v2, v3, dur, word6, word7, depth);
+  }
+
   // put_compact with the record's position `head` (own_head_, or what room_for_compact(head)
   // set) and its last two words given: `word6` (compact_word6) and `word7`
   // (keys[1..3], attrs: bytes 56..63) but for its depth byte (byte 62, which `word7` leaves 0),
@@ -275,33 +302,38 @@ class SPANRING_HIDDEN RingWriter {
   __attribute__((always_inline)) RingHeader* put_compact_words(
       uint64_t head, uint64_t ts, uint64_t inv, uint64_t hid, uint64_t values01,
       uint64_t values23, uint32_t dur, uint64_t word6, uint64_t word7, uint8_t depth) noexcept {
-    // The writer's fields in locals: the slot stores below cannot alias them then, so none is
-    // reloaded; the record is 7 stores of 8 bytes, 2 of 4 and 1 of 1.
-    // A one-slot record moves head and the sequence number by one each: seq_off_ stays.
-    const uint64_t seq = head + seq_off_;
-    std::byte* const slots = slots_;
-    const uint64_t mask = mask_;
-    std::byte* const rec = slots + (head & mask) * kSlotBytes;
-    static_assert(offsetof(CompactRecord, seq_lo) == 44 && offsetof(CompactRecord, keys) == 54 &&
-                  offsetof(CompactRecord, depth) == 62, "the words below follow this layout");
-    store_word(rec, 0, ts);
-    store_word(rec, 1, inv);
-    store_word(rec, 2, hid);
-    store_word(rec, 3, values01);
-    store_word(rec, 4, values23);
-    // dur_ns and seq_lo as two 32-bit stores: one 64-bit word of them took a shift and an OR.
-    const uint32_t seq_lo = static_cast<uint32_t>(seq);
-    std::memcpy(rec + offsetof(CompactRecord, dur_ns), &dur, 4);
-    std::memcpy(rec + offsetof(CompactRecord, seq_lo), &seq_lo, 4);
-    store_word(rec, 6, word6);
-    store_word(rec, 7, word7);
-    std::memcpy(rec + offsetof(CompactRecord, depth), &depth, 1);
-    own_head_ = head + 1;
-    RingHeader* const shared = shared_;
-    // release: the record's bytes are visible to the drainer's acquire of head.
-    shared->head.store(head + 1, std::memory_order_release);
-    prefetch_after(slots, mask, head + 1, 1);
-    return shared;
+    return put_compact_slot(head, ts, inv, hid, dur, word6, word7, depth, [&](std::byte* rec) {
+      store_word(rec, 3, values01);
+      store_word(rec, 4, values23);
+    });
+  }
+  // put_compact_words with the 4 values as four 32-bit stores.
+  __attribute__((always_inline)) RingHeader* put_compact_words(
+      uint64_t head, uint64_t ts, uint64_t inv, uint64_t hid, uint32_t v0, uint32_t v1,
+      uint32_t v2, uint32_t v3, uint32_t dur, uint64_t word6, uint64_t word7,
+      uint8_t depth) noexcept {
+    return put_compact_slot(head, ts, inv, hid, dur, word6, word7, depth, [&](std::byte* rec) {
+      static_assert(offsetof(CompactRecord, values) == 24);
+#if defined(__x86_64__)
+      if (!(__builtin_constant_p(v0) && __builtin_constant_p(v1) && __builtin_constant_p(v2) &&
+            __builtin_constant_p(v3))) {
+        // Each value as its own `movl` from the register it is in: as plain stores, GCC's
+        // vectorizer gathers the four into a vector register first (7 instructions for 3
+        // stores' worth), and that vector's register then holds them across the span.
+        uint32_t* const v = reinterpret_cast<uint32_t*>(rec + offsetof(CompactRecord, values));
+        asm volatile("movl %1, %0" : "=m"(v[0]) : "r"(v0));
+        asm volatile("movl %1, %0" : "=m"(v[1]) : "r"(v1));
+        asm volatile("movl %1, %0" : "=m"(v[2]) : "r"(v2));
+        asm volatile("movl %1, %0" : "=m"(v[3]) : "r"(v3));
+        return;
+      }
+#endif
+      // Constants (a span without attributes: zeros) merge into one store.
+      std::memcpy(rec + offsetof(CompactRecord, values), &v0, 4);
+      std::memcpy(rec + offsetof(CompactRecord, values) + 4, &v1, 4);
+      std::memcpy(rec + offsetof(CompactRecord, values) + 8, &v2, 4);
+      std::memcpy(rec + offsetof(CompactRecord, values) + 12, &v3, 4);
+    });
   }
 
   // Publishes a kRecordReentrant marker: `n` records (1..kReentrantMarkerMax) a signal handler
@@ -321,6 +353,42 @@ class SPANRING_HIDDEN RingWriter {
   }
 
  private:
+  // The body of put_compact_words: the record at `head` but for its values, which
+  // `store_values(rec)` stores (bytes 24..39).
+  template <class StoreValues>
+  __attribute__((always_inline)) RingHeader* put_compact_slot(uint64_t head, uint64_t ts,
+                                                              uint64_t inv, uint64_t hid,
+                                                              uint32_t dur, uint64_t word6,
+                                                              uint64_t word7, uint8_t depth,
+                                                              StoreValues store_values) noexcept {
+    // The writer's fields in locals: the slot stores below cannot alias them then, so none is
+    // reloaded; the record is 7 stores of 8 bytes, 2 of 4 and 1 of 1.
+    // A one-slot record moves head and the sequence number by one each: seq_off_ stays.
+    const uint64_t seq = head + seq_off_;
+    std::byte* const slots = slots_;
+    const uint64_t mask = mask_;
+    std::byte* const rec = slots + (head & mask) * kSlotBytes;
+    static_assert(offsetof(CompactRecord, seq_lo) == 44 && offsetof(CompactRecord, keys) == 54 &&
+                  offsetof(CompactRecord, depth) == 62, "the words below follow this layout");
+    store_word(rec, 0, ts);
+    store_word(rec, 1, inv);
+    store_word(rec, 2, hid);
+    store_values(rec);
+    // dur_ns and seq_lo as two 32-bit stores: one 64-bit word of them took a shift and an OR.
+    const uint32_t seq_lo = static_cast<uint32_t>(seq);
+    std::memcpy(rec + offsetof(CompactRecord, dur_ns), &dur, 4);
+    std::memcpy(rec + offsetof(CompactRecord, seq_lo), &seq_lo, 4);
+    store_word(rec, 6, word6);
+    store_word(rec, 7, word7);
+    std::memcpy(rec + offsetof(CompactRecord, depth), &depth, 1);
+    own_head_ = head + 1;
+    RingHeader* const shared = shared_;
+    // release: the record's bytes are visible to the drainer's acquire of head.
+    shared->head.store(head + 1, std::memory_order_release);
+    prefetch_after(slots, mask, head + 1, 1);
+    return shared;
+  }
+
   // How far ahead of head prefetch_after() fetches slots for writing: 16 slots (1 KiB, a few
   // records), far enough that a line taken back from the drainer's core (~100 ns) arrives
   // before the record that needs it. In a ring of kMinRingCapacity slots it wraps onto the

@@ -42,6 +42,10 @@
 #include <string_view>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 // Inlined into the caller whatever the optimizer's size heuristics say: literal detection
 // (`__builtin_constant_p(__builtin_strlen(p))`, see Span) only sees a literal through an
 // inlined call; an out-of-line copy would take every string for a runtime one.
@@ -120,10 +124,22 @@ SPANRING_ALWAYS_INLINE uint16_t string_id_in(ModuleStrings& table, const char* p
 // (Span::compact_key nulls a span's, key_ids a thread's memo's), so with equal counts this is
 // whether the keys in use are the same; no slot read here is indeterminate. The span's keys
 // come as values, not as a pointer to them, so that the Span's address is never taken.
+// x86-64: each vector compared in 32-bit lanes (pcmpeqd, SSE2), the two results ANDed and their
+// byte mask tested whole (pmovmskb): 8 instructions where XOR, OR and a reduction to one
+// 64-bit word took 10.
 SPANRING_ALWAYS_INLINE bool same_keys(const char* const* a, const char* b0, const char* b1,
                                       const char* b2, const char* b3) noexcept {
   static_assert(kCompactAttrs == 4 && sizeof(const char*) == 8);
-#if defined(__GNUC__)
+#if defined(__GNUC__) && defined(__SSE2__)
+  const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2));
+  const __m128i c0 = _mm_set_epi64x(static_cast<long long>(reinterpret_cast<uintptr_t>(b1)),
+                                    static_cast<long long>(reinterpret_cast<uintptr_t>(b0)));
+  const __m128i c1 = _mm_set_epi64x(static_cast<long long>(reinterpret_cast<uintptr_t>(b3)),
+                                    static_cast<long long>(reinterpret_cast<uintptr_t>(b2)));
+  const __m128i eq = _mm_and_si128(_mm_cmpeq_epi32(a0, c0), _mm_cmpeq_epi32(a1, c1));
+  return _mm_movemask_epi8(eq) == 0xffff;
+#elif defined(__GNUC__)
   typedef uint64_t Lanes __attribute__((vector_size(16)));
   Lanes a0, a1;
   std::memcpy(&a0, a, 16);
@@ -196,6 +212,16 @@ SPANRING_ALWAYS_INLINE void store_open_word(OpenSpan& o, uint32_t word) noexcept
   std::memcpy(reinterpret_cast<char*>(&o) + offsetof(OpenSpan, name_id), &word, 4);
 }
 
+// enter_busy (thread_state.h) on a gate not yet tested: sets kGateBusy when the gate is exactly
+// kGateOpen, and says whether it did, in one signal-atomic compare-and-exchange
+// (RingWriter::gate_cas), where a test of the gate, the busy bit's `or` and a test after it
+// (for a signal handler's drop in between, kGateGap) took three instructions on memory. False
+// leaves the gate as it was (a vfork child's kGateVfork, a drop's kGateGap, a busy or closed
+// gate): the caller then goes to the library without release_busy. True: as enter_busy's.
+SPANRING_ALWAYS_INLINE bool enter_open_busy(ThreadState& t) noexcept {
+  return t.ring.gate_cas(kGateOpen, kGateOpen | kGateBusy);
+}
+
 // Whether an explicit record starting at `ts_ns` may be written inline on thread `t`: not
 // negative, and not before what the thread's ring announced (ThreadState::early_ns). One signed
 // compare for both: early_ns is 0 or a CLOCK_MONOTONIC reading in ns, below 2^63.
@@ -224,29 +250,48 @@ SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) no
 // ring yet).
 inline constexpr uint64_t kSiteEmpty = uint64_t{1} << 31;
 //
-// `keys_tag`, `keys`, `key_ids`: the first set of literal keys (pointers, 1..kCompactAttrs of
-// them) a span of this site ended with in generation `keys_tag >> 32`, and their ids (key i in
-// bits 16i..16i+15). `keys_tag` is generation << 32 | count once filled, generation << 32 |
-// kSiteKeysBusy while one thread fills it, 0 empty. The set is filled once per generation
-// (site_fill_keys, a CAS on keys_tag claims it; `keys` past count are null) and never rewritten
-// within that generation: a reader that acquired keys_tag == generation << 32 | count reads
-// keys and key_ids as their filler's release published them. A span with another key set at the
-// same site takes the thread's key memo instead (the same output). Attaching again while other
-// threads record is not supported (attach()), so no refill of a later generation overlaps a read.
-// The order matters: the word carrying the generation is read first, with acquire, and the ids
-// it covers after it; read the other way round (ids, then a tag or generation), a reader could
-// pair ids of one fill with the generation of a later one. A forked child whose parent had
-// another thread between its claim and its release keeps the set busy: the child's spans of that
-// site then take the memo until the child attaches again.
+// `name_head`: the CompactRecord's word 6 of a span of this site without attributes
+// (RingWriter::compact_word6: one slot, kRecordCompact | kRecordTsc, the name's id), so that
+// Span's inline end stores it as loaded. Stored (relaxed) by every thread that fills `name`
+// with an id, before its CAS of `name` (release): a reader that acquired a word with an id of
+// generation g reads the word 6 of that id (every filler of generation g stores the same value:
+// one string, one id). 0 before first use.
+//
+// `keys_tag`, `keys`, `keys_head`, `keys_tail`: the first set of literal keys (pointers,
+// 1..kCompactAttrs of them, null past their count) a span of this site ended with in generation
+// `keys_tag >> 32`, and the record words that set gives a span of this site: `keys_head` is the
+// CompactRecord's word 6 (RingWriter::compact_word6: one slot, kRecordCompact | kRecordTsc, the
+// name's id, key 0's id) and `keys_tail` its word 7 but for the depth byte and the negative bits
+// (keys 1..3's ids, the count in the attribute byte), so that Span's inline end stores both as
+// loaded. `keys_tag` is generation << 32 | kGateOpen | kGateBusy once filled: the gate word
+// (RingWriter::gate_word) of a thread inside a record write (enter_busy) on a ring of that
+// generation, which Span's end compares with the thread's in one compare; generation << 32 |
+// kSiteKeysBusy while one thread fills it (never a gate word of a thread inside a write: no
+// kGateOpen), 0 empty. The count is not in the tag: both the span's keys and the site's are null
+// past their count, so equal keys are an equal count. The set is filled once per generation
+// (site_fill_keys, a CAS on keys_tag claims it) and never rewritten within that generation: a
+// reader that acquired the filled tag reads keys, keys_head and keys_tail as their filler's
+// release published them. A span with another key set at the same site takes the thread's key
+// memo instead (the same output). Attaching again while other threads record is not supported
+// (attach()), so no refill of a later generation overlaps a read. The order matters: the word
+// carrying the generation is read first, with acquire, and the ids it covers after it; read the
+// other way round (ids, then a tag or generation), a reader could pair ids of one fill with the
+// generation of a later one. A forked child whose parent had another thread between its claim
+// and its release keeps the set busy: the child's spans of that site then take the memo until
+// the child attaches again.
 inline constexpr uint64_t kSiteKeysBusy = 0x100;
+inline constexpr uint64_t kSiteKeysFilled = uint64_t{kGateOpen} | kGateBusy;
+static_assert((kSiteKeysBusy & kGateOpen) == 0);
 struct SpanSite {
   std::atomic<uint64_t> name{kSiteEmpty};
+  std::atomic<uint64_t> name_head{0};
   std::atomic<uint64_t> keys_tag{0};
-  // Plain pointers: written by the filler between its claim (keys_tag busy) and the tag's
+  // Plain fields: written by the filler between its claim (keys_tag busy) and the tag's
   // release, read only after acquiring the filled tag (site_keys_match); no read overlaps a
   // write (see above).
   const char* keys[kCompactAttrs]{};
-  std::atomic<uint64_t> key_ids{0};
+  uint64_t keys_head{0};
+  uint64_t keys_tail{0};
 };
 static_assert(std::is_standard_layout_v<SpanSite> && std::is_trivially_destructible_v<SpanSite> &&
               std::atomic<uint64_t>::is_always_lock_free);
@@ -269,19 +314,20 @@ SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
   return site_name_slow(site, p, len);
 }
 
-// Whether the site's key set, acquired for `generation` with `count` keys, is the span's keys
-// `k0`..`k3` (null past its count); `ids` its ids. One acquire load of the tag and one compare
-// (which also says the set is filled, not busy, and has `count` keys); only then the key
-// pointers (plain fields: the tag's acquire orders them after their filler's stores, and they
-// are never rewritten within a generation), compared as two 16-byte vectors (same_keys).
-SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint32_t generation,
-                                            uint32_t count, const char* k0, const char* k1,
-                                            const char* k2, const char* k3,
-                                            uint64_t& ids) noexcept {
-  if (site.keys_tag.load(std::memory_order_acquire) != (uint64_t{generation} << 32 | count))
-    return false;
-  // relaxed: ordered by the tag's acquire, as the keys.
-  ids = site.key_ids.load(std::memory_order_relaxed);
+// Whether the site's key set, filled for the ring of the thread whose gate word inside its
+// record write is `gate_word` (SpanSite::keys_tag), is the span's keys `k0`..`k3` (null past its
+// count); `head` and `tail` its record words (SpanSite::keys_head, keys_tail). One acquire load
+// of the tag and one compare with the gate word (which also says the set is filled, not busy);
+// only then the key pointers (plain fields: the tag's acquire orders them after their filler's
+// stores, and they are never rewritten within a generation), compared as two 16-byte vectors
+// (same_keys).
+SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint64_t gate_word,
+                                            const char* k0, const char* k1, const char* k2,
+                                            const char* k3, uint64_t& head,
+                                            uint64_t& tail) noexcept {
+  if (site.keys_tag.load(std::memory_order_acquire) != gate_word) return false;
+  head = site.keys_head;
+  tail = site.keys_tail;
   return same_keys(site.keys, k0, k1, k2, k3);
 }
 
@@ -345,9 +391,9 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
 // tested yet) Span(name) looks its name up in the module's table.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
 #define SPANRING_IMPLICIT_SITE 1
-static_assert(sizeof(ImplicitSite) == 64 && offsetof(ImplicitSite, site) == 0 &&
+static_assert(sizeof(ImplicitSite) == 80 && offsetof(ImplicitSite, site) == 0 &&
                   offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
-              "call_site's asm emits this layout: the name word, then 56 zero bytes");
+              "call_site's asm emits this layout: the name word, then 72 zero bytes");
 SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
   ImplicitSite* site;
   asm volatile(
@@ -355,7 +401,7 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
       ".balign 8\n"
       ".Lspanring_site%=:\n\t"
       ".quad 0x80000000\n\t"
-      ".zero 56\n\t"
+      ".zero 72\n\t"
       ".popsection\n\t"
       "lea .Lspanring_site%=(%%rip), %0"
       : "=r"(site));
@@ -527,7 +573,9 @@ struct SpanData {
   uint64_t hid_;
   uint32_t depth_;
   uint16_t name_len_;   // min(strlen(name_), kNameRawMax), measured once at begin
-  uint16_t name_id_;    // string id of a literal name_, 0: none (the record is ordinary)
+  // String id of a literal name_, 0: none (the record is ordinary). 0 too in a span begun
+  // inline at a site (inline_ 2), whose id is the site's (end_at reads it there).
+  uint16_t name_id_;
   // Compact attributes in keys_/values_, 0..kCompactAttrs, while spilled_ is 0. Once spilled_
   // is 1 the library ignores it, and the inline code keeps it at the number of integer
   // attributes with a literal key so far (at most kCompactAttrs) whichever way they went, so
@@ -544,6 +592,11 @@ struct SpanData {
   uint8_t spilled_;
   detail::ModuleStrings* strings_;   // the table of name_id_ and the compact keys; null: none
   detail::SpanSite* site_;           // the SPANRING_SPAN site of name_id_ (read it by site())
+  // The thread's state (t_self, a ThreadState) when begun inline (inline_ != 0), for its inline
+  // end: the pointer t_self holds then, since a span ends on the thread it began on (the end
+  // takes it from here instead of loading t_self again). Unset otherwise. void*: ThreadState is
+  // hidden, and SpanData is not.
+  void* state_;
   const char* keys_[kCompactAttrs];  // literal keys of the compact attributes
   uint32_t values_[kCompactAttrs];   // their values, low 32 bits
   char attrs_[kAttrsPackedMax];  // packed tokens, or raw attribute text; not NUL-terminated
@@ -847,7 +900,8 @@ class Span : private detail::SpanData {
   // packed) and settle() before an attribute goes there; stored here they would be stores on
   // every span (the compiler keeps them in memory: only the fallbacks' copies read them).
   // `note` is the open-span note's word for the name (detail::open_note_word(name_id)), which
-  // a SPANRING_SPAN site's word holds as its low 32 bits.
+  // a SPANRING_SPAN site's word holds as its low 32 bits. `site`: the span's site, whose word
+  // (tested against the thread's gate) holds name_id, or null.
   SPANRING_ALWAYS_INLINE void begin_inline(detail::ThreadState& t, const char* name,
                                            uint16_t name_id, uint32_t note,
                                            detail::SpanSite* site) noexcept {
@@ -858,13 +912,16 @@ class Span : private detail::SpanData {
     inv_ = inv;
     hid_ = hid;
     depth_ = depth;
-    name_id_ = name_id;
+    // At a site, 0: the inline end takes the record's words from the site, and end_at the id
+    // from the site's word (so nothing holds the id in a register from begin to end).
+    name_id_ = site != nullptr ? 0 : name_id;
     count_ = 0;
     negative_ = 0;
     spilled_ = 0;
     clear_compact();
     strings_ = &detail::g_module_strings;
     site_ = site;
+    state_ = &t;
     // A constant at each call: 2 with a site, 1 without (see inline_).
     inline_ = site != nullptr ? 2 : 1;
     const uint64_t start = detail::read_tsc();
@@ -886,41 +943,52 @@ class Span : private detail::SpanData {
   // values, a duration below 2^32 ticks) and the thread may write inline (its gate open: not busy, not
   // a vfork child, no drop since its last record). Else end_at().
   SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
-    detail::ThreadState* const t = detail::t_self;
+    detail::ThreadState* const t = static_cast<detail::ThreadState*>(state_);
     // An end before the start (TSC ticks of two CPUs can differ by a few ticks on some hosts)
     // wraps to a duration above 2^32 here and goes to end_at, which records 0.
     const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
     const uint32_t count = count_;
-    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::gate_open(*t), 1)) {
-      // busy from here (enter_busy: false when a signal handler dropped a record just before,
-      // kGateGap): a signal handler's record meanwhile is dropped and counted (reentrant_drops,
-      // announced by release_busy), and the handler cannot change what is read below (the key
-      // memo, the gate) while this thread reads it.
-      uint64_t keys = 0;
-      bool known = detail::enter_busy(*t);
-      if (count != 0 && known && inline_ == 2) {
+    // busy from here when the gate is open (enter_open_busy: the test and the busy bit in one
+    // instruction): a signal handler's record meanwhile is dropped and counted
+    // (reentrant_drops, announced by release_busy), and the handler cannot change what is read
+    // below (the key memo, the gate) while this thread reads it.
+    if (__builtin_expect(spilled_ == 0 && dur <= 0xffffffffu && detail::enter_open_busy(*t), 1)) {
+      // The record's words 6 and 7 (but for the depth byte): without attributes the name's id
+      // alone; with them, from the site's key set (SPANRING_SPAN, or the call's own site) or
+      // from the key ids of the thread's memo.
+      // relaxed name_head: ordered by begin_inline's acquire of the site's word (SpanSite).
+      uint64_t word6 =
+          count == 0 && inline_ == 2
+              ? site_->name_head.load(std::memory_order_relaxed)
+              : RingWriter::compact_word6(kRecordCompact | kRecordTsc, name_id_, 0);
+      uint64_t word7 = 0;
+      bool known = true;
+      if (count != 0 && inline_ == 2) {
         // A SPANRING_SPAN span: the site's key set, if it is this span's (else end_at, which
-        // resolves the keys through the memo and fills an empty site). The generation is the
-        // thread's ring epoch, the current one while its gate is open.
-        known = detail::site_keys_match(*site_, t->ring.epoch(), count, keys_[0], keys_[1],
-                                        keys_[2], keys_[3], keys);
-      } else if (count != 0 && known) {
+        // resolves the keys through the memo and fills an empty site). The site's set is
+        // tagged with the gate word a thread of the set's generation has here (busy), the
+        // current one while its gate is open.
+        known = detail::site_keys_match(*site_, t->ring.gate_word(), keys_[0], keys_[1],
+                                        keys_[2], keys_[3], word6, word7);
+      } else if (count != 0) {
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
         // ordered for this thread by the acquire of the name's word (string_id).
+        uint64_t keys = 0;
         known = detail::memo_keys_match(t->key_memo[name_id_ % detail::kKeyMemoSlots], count,
                                         strings_->serial.load(std::memory_order_relaxed),
                                         keys_[0], keys_[1], keys_[2], keys_[3], keys);
+        word6 = RingWriter::compact_word6(kRecordCompact | kRecordTsc, name_id_, keys);
+        word7 = keys >> 16 | uint64_t{count} << 56;
       }
       // The ring's room before the span's fields are read (RingWriter::room_for_compact); a
       // full ring is end_at's, which counts the drop.
       if (__builtin_expect(known && t->ring.room_for_compact(), 1)) {
         const uint32_t depth = depth_;
         t->depth -= 1;
-        RingHeader* const ring = t->ring.put_compact(
-            static_cast<uint64_t>(start_), inv_, hid_, values_[0] | uint64_t{values_[1]} << 32,
-            values_[2] | uint64_t{values_[3]} << 32, static_cast<uint32_t>(dur),
-            static_cast<uint16_t>(kRecordCompact | kRecordTsc), name_id_, keys,
-            static_cast<uint8_t>(depth), static_cast<uint8_t>(count | negative_ << 4));
+        RingHeader* const ring = t->ring.put_compact_words(
+            static_cast<uint64_t>(start_), inv_, hid_, values_[0], values_[1], values_[2],
+            values_[3], static_cast<uint32_t>(dur), word6,
+            word7 | uint64_t{negative_} << 60, static_cast<uint8_t>(depth));
         // After the record is published (see end_at), with the ring header's pointer still in
         // a register (after release_open_busy's compiler barriers it would be loaded again).
         // release: ordered after the head's release store, so a process killed in between

@@ -148,11 +148,23 @@ TEST_CASE("a SPANRING_SPAN site keeps its name's and keys' ids for the current a
   const uint64_t name = seen->name.load(std::memory_order_relaxed);
   CHECK((name >> 32) == generation);
   CHECK(t.string(static_cast<uint16_t>(name)) == "site.kept");
-  CHECK(seen->keys_tag.load(std::memory_order_relaxed) == (uint64_t{generation} << 32 | 2));
-  const uint64_t ids = seen->key_ids.load(std::memory_order_relaxed);
+  // Filled: tagged with the gate word of a thread of this generation inside a record write.
+  CHECK(seen->keys_tag.load(std::memory_order_relaxed) ==
+        (uint64_t{generation} << 32 | kGateOpen | kGateBusy));
+  // The record's word 6 (one slot, compact and timed by the counter, the name, key 0) and word
+  // 7 (keys 1..3, the count) as the span writes them.
+  const uint64_t head = seen->keys_head;
+  const uint64_t tail = seen->keys_tail;
+  CHECK((head & 0xffffffff) == (1u | uint32_t{kRecordCompact | kRecordTsc} << 16));
+  CHECK((head >> 32 & 0xffff) == static_cast<uint16_t>(name));
+  const uint64_t ids = head >> 48 | tail << 16;
   CHECK(t.string(ids & 0xffff) == "k1");
   CHECK(t.string(ids >> 16 & 0xffff) == "k2");
-  CHECK((ids >> 32) == 0);
+  CHECK((ids >> 32 & 0xffffffffffff) == 0);
+  CHECK((tail >> 56) == 2);
+  // Word 6 of the site's spans without attributes: the name alone.
+  CHECK(seen->name_head.load(std::memory_order_relaxed) ==
+        RingWriter::compact_word6(kRecordCompact | kRecordTsc, static_cast<uint16_t>(name), 0));
   for (size_t i = 0; i < recs.size(); ++i) {
     REQUIRE((recs[i].flags() & kRecordCompact) != 0);
     const CompactRecord c = recs[i].compact();
@@ -605,6 +617,29 @@ TEST_CASE("a drop marked between the gate's test and the busy bit keeps the reco
     { SPANRING_SPAN(s, "gate.after.drop"); }  // ordinary: it clears the gap
     CHECK(detail::gate_open(ts));
     { SPANRING_SPAN(s, "gate.again"); }
+  });
+  REQUIRE(recs.size() == 3);
+  CHECK((recs[0].flags() & kRecordCompact) != 0);
+  CHECK((recs[1].flags() & kRecordCompact) == 0);
+  CHECK((recs[2].flags() & kRecordCompact) != 0);
+}
+
+TEST_CASE("a drop marked while a span is open sends its end out of the inline path") {
+  // A signal handler's drop (kGateGap) while a span begun inline is open: the end's one
+  // compare-and-exchange of the gate (enter_open_busy) must fail, so the record, which must carry
+  // its whole sequence number, is ordinary; the next span is compact again.
+  TestSegment t("site_gap_open");
+  const auto recs = t.records_of([&] {
+    { SPANRING_SPAN(s, "gap.warm"); }
+    detail::ThreadState& ts = *detail::t_self;
+    {
+      SPANRING_SPAN(s, "gap.open");
+      s.attr("gk", 7);
+      REQUIRE(detail::gate_open(ts));
+      ts.ring.set_gate(ts.ring.gate() | kGateGap);  // what the handler's dropped record leaves
+    }
+    CHECK(detail::gate_open(ts));
+    { SPANRING_SPAN(s, "gap.after"); }
   });
   REQUIRE(recs.size() == 3);
   CHECK((recs[0].flags() & kRecordCompact) != 0);
