@@ -381,7 +381,7 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
 // As for SpanSite, attaching again while other threads record is not supported, so no refill
 // of a later generation overlaps a read.
 inline constexpr uint64_t kEmitSiteBusy = uint64_t{1} << 24;  // above every gate bit
-static_assert(kEmitSiteBusy > kGateClock && kEmitSiteBusy < (uint64_t{1} << 32));
+static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteBusy < (uint64_t{1} << 32));
 struct EmitSite {
   std::atomic<uint64_t> word{kSiteEmpty};
   std::atomic<uint64_t> head{0};
@@ -1011,11 +1011,12 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     detail::ThreadState* const t = detail::t_self;
     // The common case, written here as one CompactRecord naming both strings: both interned, a
     // thread whose ring is claimed, not busy, not a vfork child, no drop since its last record,
-    // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
-    // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
+    // depth <= 255 (all in the gate: kGateDeep), ts and dur in range (not negative, dur below
+    // 2^32 ns, ts not before what the ring announced: early_ns). Anything else is
+    // emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
                              detail::gate_open(*t) && detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {
       // busy while the slot is written (enter_busy: false when a signal handler dropped a
       // record just before, kGateGap): a signal handler's record meanwhile is dropped and
@@ -1056,10 +1057,11 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
     const uint64_t word = site.word.load(std::memory_order_acquire);
     detail::ThreadState* const t = detail::t_self;
     // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
-    // ids of the segment of this thread's ring, a record that can be compact, an open gate.
+    // ids of the segment of this thread's ring, a record that can be compact, an open gate
+    // (which also says depth <= 255: kGateDeep).
     if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
                              detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {
       // busy and room as in emit().
       uint64_t pos;
