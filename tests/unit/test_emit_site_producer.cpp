@@ -257,3 +257,38 @@ TEST_CASE("past depth 255 the gate counts kGateDeep and emit writes the whole de
       CHECK(f.compact == w.compact);
     }
 }
+
+// ---- a plain emit's own call site (detail::ImplicitEmitSite, x86-64): one emitted call whose
+// name and attribute text are each a choice of two literals of one length (GCC takes them for
+// literals, and the call has one site), so the site must serve only the pair that claimed it.
+
+namespace {
+__attribute__((noinline)) bool emit_choice(unsigned i, int64_t ts) {
+  return emit((i & 1) != 0 ? "choice.alpha" : "choice.bravo", ts, 5,
+              (i & 2) != 0 ? "k=first" : "k=other");
+}
+}  // namespace
+
+TEST_CASE("a plain emit whose strings are a choice of literals names each record by its own strings") {
+  TestSegment t("emit_choice", 1024);
+  const auto recs = t.records_of([] {
+    for (unsigned round = 0; round < 3; ++round)
+      for (unsigned i = 0; i < 4; ++i) CHECK(emit_choice(i, 1000 + 10 * round + i));
+  });
+  REQUIRE(recs.size() == 12);
+  size_t compact = 0;
+  for (size_t k = 0; k < recs.size(); ++k) {
+    CAPTURE(k);
+    const unsigned i = static_cast<unsigned>(k % 4);
+    const char* want_name = (i & 1) != 0 ? "choice.alpha" : "choice.bravo";
+    const char* want_attrs = (i & 2) != 0 ? "k=first" : "k=other";
+    REQUIRE((recs[k].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[k].compact();
+    CHECK(c.ts_ns == 1000 + 10 * (k / 4) + i);
+    CHECK(t.string(c.name) == want_name);
+    REQUIRE(c.attrs == kCompactAttrsText);
+    CHECK(t.string(c.keys[0]) == want_attrs);
+    ++compact;
+  }
+  CHECK(compact == 12);
+}
