@@ -65,7 +65,7 @@ void id_span_begin(IdSpan& s, uint16_t name_id) noexcept {
   }
   // After the note's stores (as Span::begin_inline): a drainer reading a dead process' stack
   // never sees a depth whose note is not written.
-  t.depth = depth + 1;
+  store_depth(t, depth, depth + 1);
   // relaxed: read by the drainer only once this process is dead.
   if (ring != nullptr) ring->open_depth.store(depth + 1, std::memory_order_relaxed);
 }
@@ -123,7 +123,7 @@ void id_span_end_text(IdSpan& s, const char* name, uint32_t name_len, const char
   ThreadState* const self = t_self;
   if (__builtin_expect(self == nullptr, 0)) return;
   ThreadState& t = *self;
-  t.depth -= 1;
+  store_depth(t, t.depth, t.depth - 1);
   const uint64_t dur = s.end > s.start ? static_cast<uint64_t>(s.end - s.start) : 0;
   write_span_record(name, name_len < kNameRawMax ? name_len : kNameRawMax, attrs,
                     attrs_len < kAttrsRawMax ? attrs_len : kAttrsRawMax, s.inv, s.hid, s.depth,

@@ -63,6 +63,30 @@ __attribute__((always_inline)) inline ThreadState* thread_state() noexcept {
   return __builtin_expect(t != nullptr, 1) ? t : thread_state_slow();
 }
 
+// Sets the thread's depth to `depth` from `old` (what the caller read: a signal handler's spans
+// in between leave it as they found it), keeping the gate's kGateDeep count (ring_writer.h): a
+// depth past kDepthCompactMax is stored only after kGateDeep was added, and kGateDeep is taken
+// away only after a depth of at most kDepthCompactMax was stored, so that no instruction of
+// this thread, a signal handler's inline emit included, sees a deep depth with the gate open.
+// Every change of ThreadState::depth outside the inline paths (which never cross 255) goes
+// through here.
+__attribute__((always_inline)) inline void store_depth(ThreadState& t, uint32_t old,
+                                                       uint32_t depth) noexcept {
+  const bool was_deep = old > kDepthCompactMax;
+  const bool deep = depth > kDepthCompactMax;
+  if (__builtin_expect(was_deep == deep, 1)) {
+    t.depth = depth;
+  } else if (deep) {
+    t.ring.gate_add(kGateDeep);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the count before the depth
+    t.depth = depth;
+  } else {
+    t.depth = depth;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the depth before the count
+    t.ring.gate_add(0u - kGateDeep);
+  }
+}
+
 // A thread that found every ring taken retries after this many records, so a thread without a
 // ring does not scan the ring table on every record.
 inline constexpr uint32_t kNoRingRetry = 1024;

@@ -519,7 +519,8 @@ void detail::SpanData::begin(const char* name, size_t name_len, uint16_t name_id
   name_len_ = static_cast<uint16_t>(name_len < kNameRawMax ? name_len : kNameRawMax);
   name_id_ = name_id;
   strings_ = name_id != 0 ? strings : nullptr;
-  const uint32_t depth = t.depth++;
+  const uint32_t depth = t.depth;
+  store_depth(t, depth, depth + 1);
   depth_ = depth;
   inv_ = t.inv;
   hid_ = t.hid;
@@ -632,7 +633,7 @@ void detail::SpanData::end_at(int64_t end) noexcept {
   // runs, which is after every Span of the thread has ended (pthread_exit unwinds them first);
   // a signal handler's Span begins and ends inside the handler.
   ThreadState& t = *t_self;
-  t.depth -= 1;
+  store_depth(t, t.depth, t.depth - 1);
   // TSC ticks of two CPUs can differ by a few ticks on some hosts: never a negative duration.
   const uint64_t dur = end > start_ ? static_cast<uint64_t>(end - start_) : 0;
   const uint16_t flags = tsc_ ? kRecordTsc : 0;

@@ -32,8 +32,25 @@ static_assert(offsetof(RecordHeader, payload) + kInlinePayloadBytes == kSlotByte
 //   kGateVfork a vfork child runs on this thread's memory (set by the vfork wrapper)
 //   kGateGap   records were dropped since the last one written: the next one is ordinary
 //   kGateClock Spans are timed by clock_gettime, not the counter (no inline Span or emit)
+//   kGateDeep  the thread's depth is past kDepthCompactMax (255), which a compact record's depth
+//              byte cannot hold: a count in bits 21..23 (kGateDeepMask), not a single bit, see
+//              below
 // The inline Span and emit paths run when the gate is exactly kGateOpen; the text record path
-// (record_any, the adapter) when it is kGateOpen give or take kGateGap and kGateClock.
+// (record_any, the adapter) when it is kGateOpen give or take kGateGap, kGateClock and
+// kGateDeepMask (its records carry their depth whole).
+//
+// kGateDeep: the library (src/producer.h, store_depth) adds kGateDeep to the gate before it
+// stores a depth past 255 over one of at most 255, and subtracts it after it stores a depth of
+// at most 255 over one past 255, each with one signal-atomic add (gate_add). So at every
+// instruction a depth past 255 has kGateDeep counted in the gate, and the inline record paths,
+// which write only through an exactly open gate, never test the depth themselves. A count, not
+// a bit: a signal handler that runs between the add and the depth's store (or between the store
+// and the subtract) and crosses 255 itself adds and subtracts its own kGateDeep, where a bit it
+// set and cleared would clear the interrupted code's. Handlers end balanced, so the count is at
+// most the number of nested handlers caught mid-crossing plus one (far below 8); a carry past bit
+// 23 would still leave the gate closed. The inline paths never cross 255 (Span's begins inline
+// below kOpenSpanMax, and ends inline only through an open gate), so code built with headers
+// that know no kGateDeep runs unchanged: a deep thread's gate is simply not open to it.
 // A zero-filled state (no ring) is closed. The vfork wrapper's assembly (src/vfork_*.S) uses
 // kGateVfork's value and gate_'s offset in ThreadState (both static_assert'ed there).
 inline constexpr uint32_t kGateOpen = 1u << 16;
@@ -41,6 +58,10 @@ inline constexpr uint32_t kGateBusy = 1u << 17;
 inline constexpr uint32_t kGateVfork = 1u << 18;
 inline constexpr uint32_t kGateGap = 1u << 19;
 inline constexpr uint32_t kGateClock = 1u << 20;
+inline constexpr uint32_t kGateDeep = 1u << 21;
+inline constexpr uint32_t kGateDeepMask = 7u << 21;
+// The deepest depth a CompactRecord's one depth byte holds.
+inline constexpr uint32_t kDepthCompactMax = 0xff;
 
 // The owner thread's end of one ring. Hot path: every method is noexcept, makes no syscall,
 // takes no lock, allocates nothing, and touches only the ring's slots and producer line (the
@@ -111,24 +132,36 @@ class SPANRING_HIDDEN RingWriter {
                                        __ATOMIC_RELAXED);
 #endif
   }
+  // Adds `n` (kGateDeep or its negation) to the gate with one signal-atomic read-modify-write,
+  // as gate_or: x86-64 one `add` to memory; elsewhere a relaxed atomic fetch_add. The count
+  // kGateDeep keeps (see above) only ever goes up and down by one, in bits of its own.
+  __attribute__((always_inline)) void gate_add(uint32_t n) noexcept {
+#if defined(__x86_64__)
+    asm volatile("addl %1, %0" : "+m"(gate_) : "ri"(n) : "cc");
+#else
+    // relaxed: the only other writers are this thread's signal handlers.
+    __atomic_fetch_add(&gate_, n, __ATOMIC_RELAXED);
+#endif
+  }
   // Clears `bits` while kGateBusy is set (or bits that only the owner sets while no handler
   // can change the gate, see gate_): a plain read-modify-write.
   void gate_clear(uint32_t bits) noexcept { gate_ &= ~bits; }
   // Stores `gate` whole: only where the caller knows every bit (kGateBusy set by it, so no
   // handler changes the word meanwhile).
   void set_gate(uint32_t gate) noexcept { gate_ = gate; }
-  // Sets the gate to `gate` (kGateBusy and kGateVfork kept as they are) and the epoch: the ring
-  // was claimed (under kGateBusy) in attach generation `epoch`.
+  // Sets the gate to `gate` (kGateBusy, kGateVfork and the kGateDeep count kept as they are)
+  // and the epoch: the ring was claimed (under kGateBusy) in attach generation `epoch`.
   void open_gate(uint32_t gate, uint32_t epoch) noexcept {
-    gate_ = (gate_ & (kGateBusy | kGateVfork)) | gate;
+    gate_ = (gate_ & (kGateBusy | kGateVfork | kGateDeepMask)) | gate;
     epoch_ = epoch;
   }
 
   // Forgets the ring (thread exit hands it to the drainer; a fork child must not write into
-  // its parent's ring) and closes the gate (0: no ring). The ring itself is not touched.
+  // its parent's ring) and closes the gate (no ring: 0 but for the kGateDeep count, which
+  // follows the thread's depth, kept by a fork child). The ring itself is not touched.
   void detach() noexcept {
     shared_ = nullptr;
-    gate_ = 0;
+    gate_ &= kGateDeepMask;
   }
 
   RingHeader* shared() const noexcept { return shared_; }  // null while detached
@@ -571,7 +604,9 @@ class SPANRING_HIDDEN RingWriter {
   // caller's inline record path may run. This writer owns kGateGap; the thread state the
   // others. Read with epoch_ as one 64-bit word (gate_word). Owner thread and its signal
   // handlers only: it changes only by the owner while kGateBusy is clear, by one signal-atomic
-  // read-modify-write (gate_or, as enter_busy sets kGateBusy), and by the vfork wrapper
+  // read-modify-write (gate_or, as enter_busy sets kGateBusy; gate_add, the kGateDeep count,
+  // whose handlers' changes are balanced by the time the interrupted code resumes), and by the
+  // vfork wrapper
   // (src/vfork_*.S: one signal-atomic or/and of kGateVfork, set and cleared around the child).
   uint32_t gate_;
   // The attach generation (g_attach_generation) of the segment this thread's ring belongs to,

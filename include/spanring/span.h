@@ -427,7 +427,7 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
 // As for SpanSite, attaching again while other threads record is not supported, so no refill
 // of a later generation overlaps a read.
 inline constexpr uint64_t kEmitSiteBusy = uint64_t{1} << 24;  // above every gate bit
-static_assert(kEmitSiteBusy > kGateClock && kEmitSiteBusy < (uint64_t{1} << 32));
+static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteBusy < (uint64_t{1} << 32));
 struct EmitSite {
   std::atomic<uint64_t> word{kSiteEmpty};
   std::atomic<uint64_t> head{0};
@@ -488,7 +488,10 @@ void set_thread_name(const char* name) noexcept;
 //
 // Inline: a disabled process pays a load and a branch. When `name` and `attrs` are string
 // literals (detected at compile time, see "Literal strings" at Span) the record is usually one
-// compact slot naming both by string id; any other call takes detail::emit_text.
+// compact slot naming both by string id: on x86-64 (GCC) their ids are kept in a descriptor of
+// the call's own (detail::ImplicitEmitSite, as SPANRING_EMIT's site, for the first pair of
+// pointers that reaches the call), elsewhere looked up in the module's table; any other call
+// takes detail::emit_text.
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
                                  const char* attrs = nullptr) noexcept;
 
@@ -512,6 +515,99 @@ bool emit_literal(const char* name, uint32_t name_len, uint16_t name_id, const c
 // thread is filling it. Same contract as emit().
 bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const char* attrs,
                     uint32_t attrs_len, int64_t ts_ns, int64_t dur_ns) noexcept;
+
+// The descriptor a plain emit(name, ts, dur, attrs) call with literal strings gives itself (no
+// macro), as ImplicitSite is Span(name)'s: an EmitSite, used as SPANRING_EMIT's, and the two
+// pointers it is for. One emitted call may run with more than one name or attribute text (a
+// choice between two literals of one length, or two calls whose code the compiler merged), so
+// the site belongs to one pair only: `name` is claimed once by a CAS from null, and its claimer
+// then stores `attrs` (never null: emit passes "" for no attributes). A call uses the site only
+// when both pointers are its own (claim_implicit_emit_site); any other pair sees another name
+// or an attribute pointer that is not its own (null or the owner's) and takes the module's
+// table (emit_literal), so the site's ids are only ever its owner's strings. Write-once, the
+// pointers need no ordering with the site's words: only the owner pair passes the test and
+// fills the site (emit_site_slow).
+struct ImplicitEmitSite {
+  EmitSite site;
+  std::atomic<const char*> name{nullptr};
+  std::atomic<const char*> attrs{nullptr};
+};
+static_assert(std::is_standard_layout_v<ImplicitEmitSite> &&
+              std::is_trivially_destructible_v<ImplicitEmitSite>);
+
+// Whether `at` holds `p`, as a relaxed load and a compare. x86-64: one `cmpq` of the pointer in
+// memory with the result from the flags (an aligned 8-byte read is one atomic read), where GCC
+// loads the atomic into a register first (emit: 57.3 -> 55.3 instructions a record). Not
+// volatile: the value is written once (see ImplicitEmitSite), so a compare the compiler reuses
+// or moves is at worst a missed match, which takes the slow path.
+SPANRING_ALWAYS_INLINE bool holds(const std::atomic<const char*>& at, const char* p) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  static_assert(sizeof(std::atomic<const char*>) == 8 && alignof(std::atomic<const char*>) == 8);
+  bool same;
+  asm("cmpq %2, %1" : "=@cce"(same) : "m"(at), "r"(p));
+  return same;
+#else
+  // relaxed: see ImplicitEmitSite.
+  return at.load(std::memory_order_relaxed) == p;
+#endif
+}
+
+// Whether the pair (`name`, `attrs`) owns `s` (see ImplicitEmitSite): the site's pair, or the
+// site had none and this call claimed it.
+SPANRING_ALWAYS_INLINE bool claim_implicit_emit_site(ImplicitEmitSite& s, const char* name,
+                                                     const char* attrs) noexcept {
+  // relaxed: write-once; see ImplicitEmitSite for why no ordering is needed.
+  const char* seen = s.name.load(std::memory_order_relaxed);
+  if (seen == nullptr && s.name.compare_exchange_strong(seen, name, std::memory_order_relaxed,
+                                                        std::memory_order_relaxed)) {
+    s.attrs.store(attrs, std::memory_order_relaxed);
+    return true;
+  }
+  return seen == name && s.attrs.load(std::memory_order_relaxed) == attrs;
+}
+
+// emit()'s slow path at the call's own site `s` for literal `name` and `attrs` (lengths as
+// emit_site_slow's; `attrs` "" for none): SPANRING_EMIT's (emit_site_slow) when the pair owns
+// the site, else the ids from the module's table and emit_literal. Out of line and hidden, as
+// implicit_site_id: every module calls its own copy, which looks strings up in its own table.
+#if defined(__GNUC__)
+__attribute__((noinline, cold, visibility("hidden")))
+#endif
+inline bool implicit_emit_slow(ImplicitEmitSite& s, const char* name, uint32_t name_len,
+                               const char* attrs, uint32_t attrs_len, int64_t ts_ns,
+                               int64_t dur_ns) noexcept {
+  if (claim_implicit_emit_site(s, name, attrs))
+    return emit_site_slow(s.site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
+  uint16_t name_id;
+  uint16_t attrs_id = 0;
+  if (attrs_len == 0)
+    name_id = string_id(name, name_len);
+  else
+    string_ids(name, name_len, attrs, attrs_len, name_id, attrs_id);
+  return emit_literal(name, name_len, name_id, attrs, attrs_len, attrs_id, ts_ns, dur_ns);
+}
+
+#if SPANRING_IMPLICIT_SITE
+static_assert(sizeof(ImplicitEmitSite) == 32 && offsetof(ImplicitEmitSite, site) == 0 &&
+                  offsetof(EmitSite, word) == 0 && kSiteEmpty == 0x80000000u,
+              "call_emit_site's asm emits this layout: the word, then 24 zero bytes");
+// The calling code's own ImplicitEmitSite, as call_site() emits Span(name)'s: zero-filled but
+// for the word (kSiteEmpty), in .data.spanring_site under a local label, its address by a
+// RIP-relative lea.
+SPANRING_ALWAYS_INLINE ImplicitEmitSite* call_emit_site() noexcept {
+  ImplicitEmitSite* site;
+  asm volatile(
+      ".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
+      ".balign 8\n"
+      ".Lspanring_emit_site%=:\n\t"
+      ".quad 0x80000000\n\t"
+      ".zero 24\n\t"
+      ".popsection\n\t"
+      "lea .Lspanring_emit_site%=(%%rip), %0"
+      : "=r"(site));
+  return site;
+}
+#endif
 }  // namespace detail
 
 // Sets the calling thread's invocation id and callable hash for the spans that start while it
@@ -1070,6 +1166,38 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
                             __builtin_strlen(attrs) <= kStringMaxBytes))) {
     const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
     const uint32_t attrs_len = attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs));
+#if SPANRING_IMPLICIT_SITE
+    // The call's own descriptor (detail::ImplicitEmitSite), used as SPANRING_EMIT's site when
+    // this call's two pointers own it.
+    const char* const text = attrs != nullptr ? attrs : "";
+    detail::ImplicitEmitSite& s = *detail::call_emit_site();
+    // acquire: as SPANRING_EMIT's (pairs with emit_site_slow's release).
+    const uint64_t word = s.site.word.load(std::memory_order_acquire);
+    detail::ThreadState* const t = detail::t_self;
+    // SPANRING_EMIT's test, and the site's pointers are this call's (relaxed: write-once,
+    // detail::ImplicitEmitSite).
+    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+                             detail::holds(s.name, name) && detail::holds(s.attrs, text) &&
+                             detail::ts_announced(*t, ts_ns) &&
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
+                         1)) {
+      // busy and room as below.
+      uint64_t pos;
+      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
+        // relaxed: ordered after the filler's store by the acquire of `word` above.
+        const uint64_t head = s.site.head.load(std::memory_order_relaxed);
+        t->ring.put_compact_words(
+            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
+            static_cast<uint32_t>(dur_ns), head,
+            static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+            static_cast<uint8_t>(t->depth));
+        detail::release_open_busy(*t);
+        return true;
+      }
+      detail::release_busy(*t);
+    }
+    return detail::implicit_emit_slow(s, name, name_len, text, attrs_len, ts_ns, dur_ns);
+#else
     uint16_t name_id;
     uint16_t attrs_id = 0;
     if (attrs_len == 0)
@@ -1079,11 +1207,12 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     detail::ThreadState* const t = detail::t_self;
     // The common case, written here as one CompactRecord naming both strings: both interned, a
     // thread whose ring is claimed, not busy, not a vfork child, no drop since its last record,
-    // ts and dur in range (not negative, dur below 2^32 ns, ts not before what the ring
-    // announced: early_ns) and depth <= 255. Anything else is emit_literal's.
+    // depth <= 255 (all in the gate: kGateDeep), ts and dur in range (not negative, dur below
+    // 2^32 ns, ts not before what the ring announced: early_ns). Anything else is
+    // emit_literal's.
     if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
                              detail::gate_open(*t) && detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {
       // busy while the slot is written (enter_busy: false when a signal handler dropped a
       // record just before, kGateGap): a signal handler's record meanwhile is dropped and
@@ -1101,6 +1230,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     }
     return detail::emit_literal(name, name_len, name_id, attrs, attrs_len, attrs_id, ts_ns,
                                 dur_ns);
+#endif
   }
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }
@@ -1124,10 +1254,11 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
     const uint64_t word = site.word.load(std::memory_order_acquire);
     detail::ThreadState* const t = detail::t_self;
     // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
-    // ids of the segment of this thread's ring, a record that can be compact, an open gate.
+    // ids of the segment of this thread's ring, a record that can be compact, an open gate
+    // (which also says depth <= 255: kGateDeep).
     if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
                              detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu && t->depth <= 0xff,
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {
       // busy and room as in emit().
       uint64_t pos;

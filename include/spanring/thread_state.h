@@ -98,18 +98,18 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free &&
 
 // Whether the inline Span and emit paths may write on this thread: the gate is exactly
 // kGateOpen (a ring claimed, timed by the counter, not busy, not a vfork child, no drop since
-// the last record). One load and one compare.
+// the last record, a depth a compact record holds: kGateDeep). One load and one compare.
 __attribute__((always_inline)) inline bool gate_open(const ThreadState& t) noexcept {
   return t.ring.gate() == kGateOpen;
 }
 
 // Whether the text record path (record_any's, the host-span adapter's ordinary records) may
 // write on this thread: a ring claimed, not busy, not a vfork child; a drop since the last
-// record (an ordinary record carries its whole sequence number) and clock_gettime timing do
-// not matter to it. The caller then sets kGateBusy with RingWriter::gate_or (which keeps a
+// record (an ordinary record carries its whole sequence number), clock_gettime timing and the
+// thread's depth (kGateDeep: these records carry the caller's depth whole) do not matter to it. The caller then sets kGateBusy with RingWriter::gate_or (which keeps a
 // kGateGap a signal handler sets meanwhile).
 __attribute__((always_inline)) inline bool text_gate_open(const ThreadState& t) noexcept {
-  return (t.ring.gate() & ~(kGateGap | kGateClock)) == kGateOpen;
+  return (t.ring.gate() & ~(kGateGap | kGateClock | kGateDeepMask)) == kGateOpen;
 }
 
 // Enters a record write on a thread whose gate was just seen open (gate_open): sets kGateBusy

@@ -1,6 +1,7 @@
 // SPANRING_EMIT, the call-site form of emit (span.h, detail::EmitSite), read straight from the
 // ring slots and the string table (no drainer): the same record bytes as emit, a site's ids kept
-// for the current attach and resolved again after another attach. Its own executable: every
+// for the current attach and resolved again after another attach, and both forms of emit past
+// depth 255 (kGateDeep). Its own executable: every
 // case attaches to a segment of its own, and a process keeps at most 16 attached regions off
 // the heap (Segment::leak). Compiled with -O2 (tests/meson.build): literal detection needs the
 // optimizer.
@@ -13,6 +14,7 @@
 #include "producer_test_util.h"
 
 #include <cstring>
+#include <deque>
 #include <string>
 
 using namespace spanring;
@@ -179,4 +181,114 @@ TEST_CASE("attaching again makes a SPANRING_EMIT site resolve its ids in the new
     CHECK(t2.string(c.keys[0]) == "k=v");
     CHECK(c.ts_ns == 3 + i);
   }
+}
+
+// ---- depth past 255 (kGateDeep, ring_writer.h): a compact record's depth is one byte, so an
+// emit on a thread with more than 255 spans open must go through the library (an ordinary
+// record with the whole depth), which the inline emit knows only from the gate.
+
+namespace {
+// The caller's emits at one depth: ts `ts` (emit) and ts + 1 (SPANRING_EMIT), tagged by it.
+void emit_both(int64_t ts) {
+  CHECK(emit("emit.deep", ts, 5, "k=v"));
+  CHECK(SPANRING_EMIT("emit.deep.site", ts + 1, 5, "k=v"));
+}
+
+// The depth and form of the record with caller time `ts` (spans' times are the counter's).
+struct Found {
+  bool compact = false;
+  uint32_t depth = ~0u;
+  int count = 0;
+};
+Found find_ts(const std::vector<Slot>& recs, uint64_t ts) {
+  Found f;
+  for (const Slot& s : recs) {
+    if ((s.flags() & kRecordCompact) != 0) {
+      const CompactRecord c = s.compact();
+      if (c.ts_ns != ts) continue;
+      f = Found{true, c.depth, f.count + 1};
+    } else {
+      const RecordHeader h = s.header();
+      if (h.ts_ns != ts) continue;
+      f = Found{false, h.depth, f.count + 1};
+    }
+  }
+  return f;
+}
+}  // namespace
+
+TEST_CASE("past depth 255 the gate counts kGateDeep and emit writes the whole depth") {
+  TestSegment t("emit_deep", 4096);
+  uint32_t gate_at[4] = {};
+  const auto recs = t.records_of([&] {
+    emit_both(100);  // claims the ring: depth 0, inline
+    std::deque<Span> open;
+    while (open.size() < 300) open.emplace_back("emit.deep.parent");
+    gate_at[0] = detail::t_self->ring.gate();
+    emit_both(3000);
+    while (open.size() > 256) open.pop_back();
+    gate_at[1] = detail::t_self->ring.gate();
+    emit_both(2560);
+    open.pop_back();
+    gate_at[2] = detail::t_self->ring.gate();
+    emit_both(2550);
+    while (!open.empty()) open.pop_back();
+    gate_at[3] = detail::t_self->ring.gate();
+    emit_both(4000);
+  });
+  // Deep: exactly one kGateDeep counted (the gate otherwise open); back to exactly open at 255.
+  CHECK(gate_at[0] == (kGateOpen | kGateDeep));
+  CHECK(gate_at[1] == (kGateOpen | kGateDeep));
+  CHECK(gate_at[2] == kGateOpen);
+  CHECK(gate_at[3] == kGateOpen);
+  // depth, whether the record is compact, for emit and SPANRING_EMIT at each depth
+  const struct {
+    uint64_t ts;
+    uint32_t depth;
+    bool compact;
+  } want[] = {{100, 0, true}, {3000, 300, false}, {2560, 256, false}, {2550, 255, true},
+              {4000, 0, true}};
+  for (const auto& w : want)
+    for (uint64_t ts : {w.ts, w.ts + 1}) {
+      CAPTURE(ts);
+      const Found f = find_ts(recs, ts);
+      CHECK(f.count == 1);
+      CHECK(f.depth == w.depth);
+      CHECK(f.compact == w.compact);
+    }
+}
+
+// ---- a plain emit's own call site (detail::ImplicitEmitSite, x86-64): one emitted call whose
+// name and attribute text are each a choice of two literals of one length (GCC takes them for
+// literals, and the call has one site), so the site must serve only the pair that claimed it.
+
+namespace {
+__attribute__((noinline)) bool emit_choice(unsigned i, int64_t ts) {
+  return emit((i & 1) != 0 ? "choice.alpha" : "choice.bravo", ts, 5,
+              (i & 2) != 0 ? "k=first" : "k=other");
+}
+}  // namespace
+
+TEST_CASE("a plain emit whose strings are a choice of literals names each record by its own strings") {
+  TestSegment t("emit_choice", 1024);
+  const auto recs = t.records_of([] {
+    for (unsigned round = 0; round < 3; ++round)
+      for (unsigned i = 0; i < 4; ++i) CHECK(emit_choice(i, 1000 + 10 * round + i));
+  });
+  REQUIRE(recs.size() == 12);
+  size_t compact = 0;
+  for (size_t k = 0; k < recs.size(); ++k) {
+    CAPTURE(k);
+    const unsigned i = static_cast<unsigned>(k % 4);
+    const char* want_name = (i & 1) != 0 ? "choice.alpha" : "choice.bravo";
+    const char* want_attrs = (i & 2) != 0 ? "k=first" : "k=other";
+    REQUIRE((recs[k].flags() & kRecordCompact) != 0);
+    const CompactRecord c = recs[k].compact();
+    CHECK(c.ts_ns == 1000 + 10 * (k / 4) + i);
+    CHECK(t.string(c.name) == want_name);
+    REQUIRE(c.attrs == kCompactAttrsText);
+    CHECK(t.string(c.keys[0]) == want_attrs);
+    ++compact;
+  }
+  CHECK(compact == 12);
 }
