@@ -85,8 +85,6 @@ struct Inflight {
                                  // refused, no staging memory, or a short write that ended
                                  // inside a block)
   uint8_t piece = 0;
-  uint8_t queued = 0;               // the first piece not yet in a submitted chain (>= piece)
-  bool blocks_sent_direct = false;  // its blocks piece in flight went with O_DIRECT
   Stage stage;
   size_t head = 0;
   size_t direct_len = 0;
@@ -96,10 +94,6 @@ struct Inflight {
 // Inflight's address with the piece in the low two bits; other writes and fsyncs carry kWhole.
 constexpr uint8_t kHead = 0, kBlocks = 1, kTail = 2, kDone = 3;
 constexpr uintptr_t kWhole = 3;
-// While the last buffer of a chain is being written and there is room for more, the writer
-// looks for handed-over buffers this often (they go behind it as the next chain): at most a few
-// wake-ups per chain, none while idle.
-constexpr long long kHandOffPollNs = 100'000;
 static_assert(alignof(Inflight) >= 4, "the two low bits of an Inflight* carry the piece");
 
 size_t piece_len(const Inflight& f, uint8_t piece) {
@@ -252,9 +246,7 @@ void UringWriter::run() {
   uint64_t next_offset = start_;  // where the next new buffer goes
   uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
-  int chain_ops = 0;         // direct pieces in flight (in one or more linked chains)
-  bool chain_broken = false;  // a piece failed, came back short or was cancelled: no new
-                              // chain until every piece in flight is back (see submit_chain)
+  int chain_ops = 0;         // direct pieces in flight (one linked chain at most)
 
   Impl& im = *impl_;
   auto set_data = [](io_uring_sqe* sqe, Inflight& f, uintptr_t tag) {
@@ -307,7 +299,6 @@ void UringWriter::run() {
       }
     }
     advance(f);
-    f.queued = f.piece;
   };
   // One linked chain of the direct pieces of every buffer from the front of the queue up to the
   // first that is not a direct one (a sync marker, a page-cache buffer): head, blocks, tail,
@@ -317,21 +308,15 @@ void UringWriter::run() {
   // flight together and unlinked, complete out of order on ext4 (measured; docs/performance.md),
   // and the file's size follows the last one to complete. The kernel goes on from one piece to
   // the next without this thread (it takes them in turn, a worker of the io_uring runs the
-  // blocking ones back to back), which is what several writes in flight buy here.
-  // Buffers taken while a chain is in flight go at once as a further chain whose first piece is
-  // flagged IOSQE_IO_DRAIN: the kernel starts it only once everything submitted before it is
-  // complete, so file order holds across chains and the disk has the next buffers' pieces
-  // queued when a chain ends, without a round trip through this thread. A piece that fails or
-  // comes back short ends its chain (the kernel cancels the rest, -ECANCELED); chains already
-  // submitted behind it still run, no new one is submitted until all are back, and then the
-  // next chain starts from where the file ends (the failure, if any, cuts the file back first).
+  // blocking ones back to back), which is what several writes in flight buy here. A piece that
+  // fails or comes back short ends the chain (the kernel cancels the rest, -ECANCELED); the next
+  // chain starts from where the file ends.
   auto submit_chain = [&] {
     io_uring_sqe* last = nullptr;
-    const bool behind = chain_ops > 0;  // this chain waits for the ones in flight
     for (auto& f : q) {
       if (f.complete) continue;
       if (f.buffer->sync || !f.direct) break;
-      for (uint8_t piece = f.queued; piece < kDone; ++piece) {
+      for (uint8_t piece = f.piece; piece < kDone; ++piece) {
         const size_t from = piece == f.piece ? f.done : 0;
         const size_t len = piece_len(f, piece);
         if (len == from) continue;
@@ -342,12 +327,10 @@ void UringWriter::run() {
         size_t at = from;  // the piece's first byte to write, within the buffer
         if (piece == kBlocks) at += f.head;
         if (piece == kTail) at += f.head + f.direct_len;
-        if (piece == kBlocks) f.blocks_sent_direct = false;
-        if (piece == kBlocks && f.stage.data != nullptr && !f.blocks_buffered) {
+        if (piece == kBlocks && f.stage.data != nullptr && !f.blocks_buffered)
           io_uring_prep_write(sqe, dfd_, f.stage.data + from, static_cast<unsigned>(len - from),
                               f.offset + at);
-          f.blocks_sent_direct = true;
-        } else
+        else
           io_uring_prep_write(sqe, fd_, f.buffer->data.get() + at,
                               static_cast<unsigned>(len - from), f.offset + at);
         set_data(sqe, f, piece);
@@ -355,14 +338,10 @@ void UringWriter::run() {
         // blocks (ext4 refuses it without waiting), and the worker then runs the linked pieces
         // after it itself, without a round trip through this thread.
         if (last != nullptr) last->flags |= IOSQE_IO_LINK;
-        else {
-          sqe->flags |= IOSQE_ASYNC | (behind ? IOSQE_IO_DRAIN : 0);
-          if (behind) chains_behind_.fetch_add(1, std::memory_order_relaxed);  // a statistic
-        }
+        else sqe->flags |= IOSQE_ASYNC;
         last = sqe;
         ++f.ops;
         ++chain_ops;
-        f.queued = static_cast<uint8_t>(piece + 1);
       }
     }
   full:;
@@ -372,15 +351,11 @@ void UringWriter::run() {
   auto piece_done = [&](Inflight& f, uint8_t piece, int res) {
     --f.ops;
     --chain_ops;
-    if (res != static_cast<int64_t>(piece_len(f, piece) - (piece == f.piece ? f.done : 0)))
-      chain_broken = true;  // its chain ended here (or the piece was cancelled)
     if (f.complete || piece != f.piece) return;  // cancelled behind a failed piece
     if (res == -ECANCELED || res == -EAGAIN || res == -EINTR) return;  // the next chain again
-    if (res == -EINVAL && piece == kBlocks && f.blocks_sent_direct) {
+    if (res == -EINVAL && piece == kBlocks && !f.blocks_buffered) {
       // O_DIRECT refused (an alignment this filesystem does not take): the blocks of this and
-      // every queued buffer through the page cache, and every later buffer entirely (a later
-      // chain's direct blocks, already in flight, are refused too and come here as well).
-      f.blocks_sent_direct = false;
+      // every queued buffer through the page cache, and every later buffer entirely.
       direct_.store(false, std::memory_order_release);
       for (auto& g : q) g.blocks_buffered = true;
       return;
@@ -438,19 +413,9 @@ void UringWriter::run() {
       if (seekable_) submit_sync(q.front());
       else q.front().complete = true;
     }
-    // Direct pieces: the pieces of buffers not yet submitted as a further chain (behind the
-    // ones in flight); after a broken chain, once every piece is back, a chain from where the
-    // file ends. Page-cache writes (several in flight, each at its offset) once every direct
-    // buffer before them is complete.
-    if (chain_broken && chain_ops == 0) {
-      for (auto& f : q) f.queued = f.piece;
-      chain_broken = false;
-    }
-    // Behind a chain in flight only once that chain is down to its last buffer (the front):
-    // each chain then carries several buffers (a worker runs them back to back; a chain behind
-    // another starts through the writer thread's task work), and the next is queued before the
-    // disk runs out.
-    if (!chain_broken && (chain_ops == 0 || chain_ops == q.front().ops)) submit_chain();
+    // Direct pieces: a new chain once the last one is over. Page-cache writes (several in
+    // flight, each at its offset) once every direct buffer before them is complete.
+    if (chain_ops == 0) submit_chain();
     bool in_flight = false;
     bool direct_pending = false;
     for (auto& f : q) {
@@ -463,26 +428,11 @@ void UringWriter::run() {
     io_uring_cqe* cqe = nullptr;
     // Wait only for something in flight (an empty buffer, say, completes without a write). A
     // chain's pieces complete in order, so waiting for all of the front buffer's wakes this
-    // thread once per buffer (not once per piece), when that buffer can go back. While that
-    // buffer is the chain's last and there is room for more, the wait also ends every
-    // kHandOffPollNs (the timeout is an argument of the wait, no request in the ring, so it
-    // does not hold up a drained chain) to take buffers handed over meanwhile and queue them
-    // behind it before the disk runs out.
+    // thread once per buffer (not once per piece), when that buffer can go back.
     unsigned wait_nr = 1;
     if (q.front().direct && !q.front().complete && q.front().ops > 0)
       wait_nr = static_cast<unsigned>(q.front().ops);
-    const bool poll_hand_off = q.size() < depth_ && chain_ops > 0 && chain_ops == q.front().ops;
-    int r = 0;
-    if (in_flight && poll_hand_off && todo_.size_approx() == 0) {
-      __kernel_timespec ts{0, kHandOffPollNs};
-      io_uring_cqe* first = nullptr;
-      r = io_uring_submit_and_wait_timeout(ring, &first, wait_nr, &ts, nullptr);
-      if (r == -ETIME) r = 0;  // no completion yet: look for new buffers
-    } else if (in_flight && !(poll_hand_off && todo_.size_approx() != 0)) {
-      r = io_uring_submit_and_wait(ring, wait_nr);
-    } else if (in_flight) {
-      r = io_uring_submit(ring);  // buffers are waiting: take them first
-    }
+    int r = in_flight ? io_uring_submit_and_wait(ring, wait_nr) : 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.
@@ -556,7 +506,6 @@ void UringWriter::run() {
         }
         if (seekable_ && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0) report(errno);
         next_offset = good_end;
-        chain_broken = false;  // nothing is in flight any more
         continue;
       }
       if (!f.buffer->sync) {

@@ -91,11 +91,6 @@ class UringWriter {
   // then says why ("io_uring_queue_init: Function not implemented"), else it is empty.
   bool synchronous() const noexcept { return !fallback_cause_.empty(); }
   const std::string& fallback_cause() const noexcept { return fallback_cause_; }
-  // Direct chains submitted while an earlier one was still in flight (queued behind it with
-  // IOSQE_IO_DRAIN, so that the disk has the next buffers when it ends): a statistic, any thread.
-  uint64_t chains_behind() const noexcept {
-    return chains_behind_.load(std::memory_order_relaxed);
-  }
   // True while buffers go with O_DIRECT (Direct::kTry and nothing refused it so far).
   bool direct() const noexcept { return direct_.load(std::memory_order_acquire); }
 
@@ -119,7 +114,6 @@ class UringWriter {
   moodycamel::BlockingConcurrentQueue<Buffer*> todo_;
   moodycamel::BlockingConcurrentQueue<Buffer*> done_;
   std::atomic<uint64_t> bytes_written_{0};
-  std::atomic<uint64_t> chains_behind_{0};
   std::atomic<int> error_{0};           // first errno of a failed write, 0 = none
   std::atomic<bool> stop_{false};
   std::thread thread_;

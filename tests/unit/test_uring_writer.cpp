@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -514,40 +513,6 @@ TEST_CASE("direct writes, several in flight: megabyte buffers come back in order
   reader.join();
   CHECK(reads.load() > 0);
   CHECK(holes.load() == 0);
-  CHECK(read_file(file.path) == want);
-}
-
-TEST_CASE("direct writes: buffers handed over while a chain is in flight are queued behind it") {
-  // A 64 MiB buffer takes the disk tens of milliseconds (after its staging copy); small buffers
-  // handed over every 5 ms meanwhile must go to the kernel then, as a chain behind the one in
-  // flight, not only once it is over: the writer takes buffers while a chain is in flight.
-  // Same bytes, same order.
-  TempPath file;
-  std::vector<std::unique_ptr<Buffer>> bufs;
-  bufs.push_back(make_buffer((64u << 20) + 100, 'a'));
-  for (int i = 0; i < 200; ++i)
-    bufs.push_back(make_buffer(3 * 4096 + 7 + static_cast<size_t>(i), static_cast<char>('b' + i % 25)));
-  std::string want(bufs[0]->data.get(), bufs[0]->len);
-  {
-    UringWriter w(file.path, 8, 0, UringWriter::Fallback::kRequired, UringWriter::Direct::kTry);
-    REQUIRE(w.direct());
-    w.submit(bufs[0].get());
-    std::vector<Buffer*> back;
-    size_t sent = 1;
-    while (back.empty() && sent < bufs.size()) {  // until the big one is back
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      w.submit(bufs[sent].get());
-      want.append(bufs[sent]->data.get(), bufs[sent]->len);
-      ++sent;
-      while (Buffer* b = w.take_done(0)) back.push_back(b);
-    }
-    while (back.size() < sent)
-      if (Buffer* b = w.take_done(1000000)) back.push_back(b);
-    bufs.resize(sent);
-    check_written_in_order(back, bufs);
-    CHECK(w.chains_behind() >= 1);
-    CHECK_FALSE(w.had_error());
-  }
   CHECK(read_file(file.path) == want);
 }
 
