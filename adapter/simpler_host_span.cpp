@@ -100,7 +100,7 @@ extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostS
   // numbers are read after the copy (held across it they would take registers), and a valid
   // record is published. The fields are read through the caller's own struct type: no copy.
   ThreadState* const t = spanring::detail::t_self;
-  if (__builtin_expect(span != nullptr && t != nullptr &&
+  if (__builtin_expect(span != nullptr &&
                            span->abi_version == SIMPLER_HOST_SPAN_ABI_VERSION &&
                            span->struct_size >= SPANRING_SIMPLER_HOST_SPAN_V1_SIZE &&
                            spanring::detail::text_gate_open(*t),

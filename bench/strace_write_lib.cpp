@@ -37,10 +37,11 @@ std::atomic<uint32_t> g_attach_generation{0};
 // attributes, as today's runtimes trace.
 uint16_t string_id_slow(ModuleStrings&, const char*, uint32_t) noexcept { return 0; }
 uint16_t site_name_slow(SpanSite&, const char*, uint32_t) noexcept { return 0; }
-// What span.h's inline record path reads: no thread ever has a state here, so it always calls
-// begin() and end().
+// What span.h's inline record path reads: every thread points at one closed state here (a
+// gate never open, read-only), so it always calls begin() and end().
+constinit const ThreadState g_closed_state{};
 __attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
-    nullptr;
+    const_cast<ThreadState*>(&g_closed_state);
 void flush_reentrant(ThreadState&) noexcept {}
 }  // namespace detail
 

@@ -38,9 +38,14 @@ std::atomic<uint32_t> g_attach_generation{0};
 }  // namespace detail
 
 ProcessState g_process;
+// Constant-initialised and const: in read-only memory, so a write to it faults instead of
+// opening a gate every stateless thread shares.
+constinit const ThreadState g_closed_state{};
 namespace detail {
+// const_cast: t_self is a ThreadState* for the states threads own; through the closed state it
+// is only read (its gate fails every test before a write, and the library tests has_state).
 __attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
-    nullptr;
+    const_cast<ThreadState*>(&g_closed_state);
 }  // namespace detail
 
 namespace {
@@ -93,7 +98,7 @@ ThreadState* thread_state_slow() noexcept {
   // A signal handler of this thread that recorded meanwhile may have taken a state of its own
   // and set t_self: then that one stays the thread's and ours goes back to the pool. A CAS on
   // the thread's own pointer: atomic against its signal handlers, which is all it needs.
-  ThreadState* mine = nullptr;
+  ThreadState* mine = const_cast<ThreadState*>(&g_closed_state);
   if (!__atomic_compare_exchange_n(&t_self, &mine, t, false, __ATOMIC_RELAXED,
                                    __ATOMIC_RELAXED)) {
     // release: pairs with the next taker's acquire, as at thread exit.
@@ -125,7 +130,7 @@ void release_state(void* state) noexcept;
 // Fork prepare, in the forking thread: copy its open spans, which the child inherits (they end
 // in the child too), so the child's ring can describe them if the child is killed.
 void on_fork_prepare() noexcept {
-  if (t_self == nullptr) return;
+  if (!has_state(t_self)) return;
   ThreadState& t = *t_self;
   t.stash_count = 0;
   RingHeader* ring = t.ring.shared();
@@ -137,7 +142,7 @@ void on_fork_prepare() noexcept {
 }
 
 void on_fork_parent() noexcept {
-  if (t_self != nullptr) t_self->stash_count = 0;
+  if (has_state(t_self)) t_self->stash_count = 0;
 }
 
 void on_fork_child() noexcept {
@@ -149,7 +154,7 @@ void on_fork_child() noexcept {
   g_process.start_time = process_start_time(g_process.pid);
   // The clock anchor stays the parent's: CLOCK_MONOTONIC is system-wide, and the spans the child
   // inherited began after the parent attached, so they are not before it.
-  if (t_self == nullptr) return;
+  if (!has_state(t_self)) return;
   ThreadState& t = *t_self;
   t.ring.detach();  // the gate closed (0): not ready, not busy
   t.no_ring_wait = 0;
@@ -297,7 +302,7 @@ void release_state(void* state) noexcept {
     // of state == kRingReleased.
     ring->state.store(kRingReleased, std::memory_order_release);
   }
-  if (t_self == &t) t_self = nullptr;
+  if (t_self == &t) t_self = const_cast<ThreadState*>(&g_closed_state);
   // release: this thread's last writes to the state happen before the next owner's acquire.
   t.in_use.store(0, std::memory_order_release);
 }

@@ -84,7 +84,7 @@ bool id_span_end_compact(IdSpan& s, const uint32_t* values, uint64_t keys, uint3
   // timed by the counter: then s.tsc is 1 too; not busy, not a vfork child, no drop since the
   // last record).
   if (__builtin_expect(dur <= 0xffffffffu && s.depth <= 0xff && count <= kCompactAttrs &&
-                           t != nullptr && gate_open(*t),
+                           gate_open(*t),
                        1)) {
     // busy from here: a signal handler's record meanwhile is dropped and counted
     // (reentrant_drops, announced by release_busy). A drop since the ring's last record
@@ -121,7 +121,7 @@ void id_span_end_text(IdSpan& s, const char* name, uint32_t name_len, const char
   // id_span_begin found or made the state; only a thread past its key destructor has none, and
   // then nothing of it may be touched.
   ThreadState* const self = t_self;
-  if (__builtin_expect(self == nullptr, 0)) return;
+  if (__builtin_expect(!has_state(self), 0)) return;
   ThreadState& t = *self;
   store_depth(t, t.depth, t.depth - 1);
   const uint64_t dur = s.end > s.start ? static_cast<uint64_t>(s.end - s.start) : 0;

@@ -53,6 +53,16 @@ using detail::t_self;
 using detail::kKeyMemoSlots;
 using detail::read_tsc;
 
+// What t_self points at while the thread has no state of its own (thread_state.h): a
+// zero-filled state in read-only memory, whose gate (0) is never open, defined in attach.cpp.
+// Its address is compared with by name in the vfork wrappers (src/vfork_*.S), which must not
+// set kGateVfork in it. Hidden: every copy of the library has its own.
+SPANRING_HIDDEN extern const ThreadState g_closed_state;
+// Whether `t` (t_self's value) is a state of the thread's own, not the closed state.
+__attribute__((always_inline)) inline bool has_state(const ThreadState* t) noexcept {
+  return t != &g_closed_state;
+}
+
 // The calling thread's state: t_self, or a state taken from the pool (or mapped: one mmap) on
 // the thread's first need; null when no state can be mapped (the caller drops and counts).
 // Cold path async-signal-safe (a CAS walk of the pool, mmap, pthread_setspecific of a key
@@ -60,7 +70,7 @@ using detail::read_tsc;
 ThreadState* thread_state_slow() noexcept;
 __attribute__((always_inline)) inline ThreadState* thread_state() noexcept {
   ThreadState* t = t_self;
-  return __builtin_expect(t != nullptr, 1) ? t : thread_state_slow();
+  return __builtin_expect(has_state(t), 1) ? t : thread_state_slow();
 }
 
 // Sets the thread's depth to `depth` from `old` (what the caller read: a signal handler's spans

@@ -112,7 +112,7 @@ __attribute__((noinline, cold)) void lower_anchor(const char* attrs,
   if (attrs != nullptr && is_device_attrs(std::string_view(attrs, attrs_len))) return;
   // relaxed: the record's release of head orders the ring's flag for the drainer.
   std::atomic_ref(g_process.anchor_origin).store(1, std::memory_order_relaxed);
-  if (t_self == nullptr) return;  // no ring yet: claim_ring copies the process' flag
+  if (!has_state(t_self)) return;  // no ring yet: claim_ring copies the process' flag
   if (RingHeader* r = t_self->ring.shared()) {
     r->anchor_origin.store(1, std::memory_order_relaxed);
     t_self->early_ns = 0;  // the inline emit no longer needs to ask (span.h)
@@ -126,7 +126,7 @@ inline bool before_anchor(int64_t ts_ns) noexcept {
     return false;
   if (std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0) return true;
   // Another thread announced the anchor: this thread's inline emit need not ask again.
-  if (t_self != nullptr) t_self->early_ns = 0;
+  if (has_state(t_self)) t_self->early_ns = 0;
   return false;
 }
 
@@ -188,7 +188,7 @@ __attribute__((noinline)) bool record_any_measured(const spanring_span& s, const
   // negative), a thread with a ring, not busy, not a vfork child, ts not before what its ring
   // announced (early_ns: then before_anchor is false too). Everything else: record_any_slow.
   ThreadState* const t = t_self;
-  if (__builtin_expect(t != nullptr && text_gate_open(*t) && name_len != 0 &&
+  if (__builtin_expect(text_gate_open(*t) && name_len != 0 &&
                            (ts_ns | dur_ns | depth) >= 0 &&
                            static_cast<uint64_t>(ts_ns) >= t->early_ns,
                        1)) {
@@ -236,7 +236,7 @@ bool record_any(const spanring_span& s) noexcept {
   // copied into the ring (copy_measured: one pass, no strnlen calls), then the header is
   // written and the record published. Busy from before the copy: a signal handler's record
   // meanwhile would take the same slots. Anything else: the measured path below.
-  if (__builtin_expect(t != nullptr && text_gate_open(*t), 1)) {
+  if (__builtin_expect(text_gate_open(*t), 1)) {
     t->ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
     if (__builtin_expect(t->ring.text_room(), 1)) {
@@ -480,7 +480,7 @@ Invocation::Invocation(uint64_t inv, uint64_t hid) noexcept {
 }
 
 Invocation::~Invocation() {
-  if (ThreadState* const t = t_self; t != nullptr) {
+  if (ThreadState* const t = t_self; has_state(t)) {
     t->inv = saved_inv_;
     t->hid = saved_hid_;
   }

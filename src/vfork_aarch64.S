@@ -23,10 +23,16 @@ vfork:
         /* The thread's gate (thread_state.h): kGateVfork (0x40000) in the word at offset 56 of
          * the state t_self points to, set with an exclusive pair (a signal handler of this
          * thread that changes the word in between makes the store fail, and it is retried).
-         * x12 keeps the state across the syscall. */
+         * x12 keeps the state across the syscall. A thread without a state of its own points
+         * at the library's closed state (src/producer.h, g_closed_state: read-only, its gate
+         * never open): nothing to mark, x12 is 0 then. */
         adrp    x12, :gottprel:_ZN8spanring6detail6t_selfE
         ldr     x12, [x12, #:gottprel_lo12:_ZN8spanring6detail6t_selfE]
         ldr     x12, [x10, x12]
+        adrp    x13, _ZN8spanring14g_closed_stateE
+        add     x13, x13, :lo12:_ZN8spanring14g_closed_stateE
+        cmp     x12, x13
+        csel    x12, xzr, x12, eq
         cbz     x12, 3f
         add     x12, x12, #56
 5:      ldxr    w13, [x12]

@@ -18,9 +18,16 @@ vfork:
          * the state t_self points to, so that the inline record paths, which test only the
          * gate, send the child's records to the library (which drops them). One `or` to
          * memory: a signal handler of this thread runs wholly before or after it. %rsi keeps
-         * the state across the syscall (the kernel preserves it; %rcx and %r11 it does not). */
+         * the state across the syscall (the kernel preserves it; %rcx and %r11 it does not).
+         * A thread without a state of its own points at the library's closed state
+         * (src/producer.h, g_closed_state: read-only, its gate never open): nothing to mark,
+         * %rsi is 0 then. */
         movq    _ZN8spanring6detail6t_selfE@gottpoff(%rip), %rsi
         movq    %fs:(%rsi), %rsi
+        leaq    _ZN8spanring14g_closed_stateE(%rip), %rdx
+        xorl    %eax, %eax
+        cmpq    %rdx, %rsi
+        cmoveq  %rax, %rsi
         testq   %rsi, %rsi
         jz      3f
         orl     $0x40000, 56(%rsi)
@@ -32,8 +39,8 @@ vfork:
         jz      1f                      /* child: keep the mark until exec or _exit */
         movq    spanring_vfork_child@gottpoff(%rip), %rcx
         movl    $0, %fs:(%rcx)          /* parent: the child has exec'd or exited */
-        testq   %rsi, %rsi              /* the state the mark was set in (the child cannot */
-        jz      4f                      /* replace a non-null t_self: it records nothing) */
+        testq   %rsi, %rsi              /* the state the mark was set in, 0 for none (the */
+        jz      4f                      /* child cannot replace t_self: it records nothing) */
         andl    $~0x40000, 56(%rsi)
 4:      cmpq    $-4095, %rax
         jae     2f

@@ -736,7 +736,7 @@ class Span : private detail::SpanData {
         // The common case, written here: an interned name, a thread whose ring is claimed and
         // timed by the counter, a depth the open-span stack describes, not a vfork child.
         // Anything else (the thread's first span, clock_gettime timing) is begin()'s.
-        if (__builtin_expect(id != 0 && t != nullptr && detail::gate_open(*t) &&
+        if (__builtin_expect(id != 0 && detail::gate_open(*t) &&
                                  t->depth < kOpenSpanMax,
                              1))
           begin_inline(*t, name, id, detail::open_note_word(id), nullptr);
@@ -773,7 +773,7 @@ class Span : private detail::SpanData {
         // the word) and the thread's gate is exactly open; then a depth the open-span stack
         // describes. Anything else: the site's id for the current attach (site_name_id), and
         // begin()'s path.
-        if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+        if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
                                  t->depth < kOpenSpanMax,
                              1))
           begin_inline(*t, name, static_cast<uint16_t>(word), static_cast<uint32_t>(word),
@@ -946,7 +946,7 @@ class Span : private detail::SpanData {
     detail::ThreadState* const t = detail::t_self;
     // SPANRING_SPAN's one test of the site and the thread (detail::SpanSite::name), and the
     // site's literal is this name (relaxed: write-once, detail::ImplicitSite).
-    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
                              s.literal.load(std::memory_order_relaxed) == name &&
                              t->depth < kOpenSpanMax,
                          1))
@@ -1176,7 +1176,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     detail::ThreadState* const t = detail::t_self;
     // SPANRING_EMIT's test, and the site's pointers are this call's (relaxed: write-once,
     // detail::ImplicitEmitSite).
-    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
                              detail::holds(s.name, name) && detail::holds(s.attrs, text) &&
                              detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
@@ -1210,7 +1210,7 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // depth <= 255 (all in the gate: kGateDeep), ts and dur in range (not negative, dur below
     // 2^32 ns, ts not before what the ring announced: early_ns). Anything else is
     // emit_literal's.
-    if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) && t != nullptr &&
+    if (__builtin_expect(name_id != 0 && (attrs_id != 0 || attrs_len == 0) &&
                              detail::gate_open(*t) && detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {
@@ -1256,7 +1256,7 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
     // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
     // ids of the segment of this thread's ring, a record that can be compact, an open gate
     // (which also says depth <= 255: kGateDeep).
-    if (__builtin_expect(t != nullptr && ((word ^ t->ring.gate_word()) >> 16) == 0 &&
+    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
                              detail::ts_announced(*t, ts_ns) &&
                              static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
                          1)) {

@@ -124,7 +124,12 @@ __attribute__((always_inline)) inline bool enter_busy(ThreadState& t) noexcept {
   return t.ring.gate() == (kGateOpen | kGateBusy);
 }
 
-// The calling thread's state; null until its first record (or Invocation, set_thread_name).
+// The calling thread's state; never null. Until the thread's first record (or Invocation,
+// set_thread_name), and again after its exit handler ran, it points at the library's closed
+// state: a zero-filled ThreadState in read-only memory (src/attach.cpp) whose gate is 0, so it
+// fails every test of the inline paths (gate_open, text_gate_open, a site word's compare: a
+// site word always has kGateOpen) and they take the library's path, which gives the thread a
+// state of its own first. So the inline paths test no pointer. Nothing ever writes to it.
 // __thread, not thread_local: no TLS wrapper call, the pointer is constant-initialised.
 // clang gives an extern variable the visibility of its type unless the declaration names one,
 // so a program built with clang++ could not link to libspanring.so (hidden symbol

@@ -10,11 +10,16 @@
 
 #include <spanring/segment.h>
 #include <spanring/span.h>
+#include <spanring/spanring.h>
 
 #include "producer_test_util.h"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <thread>
 #include <string>
 
 using namespace spanring;
@@ -291,4 +296,126 @@ TEST_CASE("a plain emit whose strings are a choice of literals names each record
     ++compact;
   }
   CHECK(compact == 12);
+}
+
+// ---- the closed state: what t_self points at on a thread without a state of its own
+
+namespace {
+
+// t_self on a new thread that never recorded.
+detail::ThreadState* fresh_thread_self() {
+  detail::ThreadState* p = nullptr;
+  std::thread([&] { p = detail::t_self; }).join();
+  return p;
+}
+
+bool all_zero(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+// A record's name, compact or ordinary.
+std::string record_name(TestSegment& t, const Slot& s) {
+  if ((s.flags() & kRecordCompact) != 0) return t.string(s.compact().name);
+  return s.payload.substr(0, s.header().name_len);
+}
+
+}  // namespace
+
+TEST_CASE("a thread's first record through each API takes a state and leaves the closed state unwritten") {
+  // The inline paths test no pointer: a thread that never recorded points at the closed state,
+  // whose gate must fail each of their tests, so that the first record goes to the library
+  // (which gives the thread a state) and nothing is written into the closed state (read-only:
+  // a write would fault).
+  detail::ThreadState* const closed = fresh_thread_self();
+  REQUIRE(closed != nullptr);
+  CHECK(fresh_thread_self() == closed);  // one closed state for every stateless thread
+  CHECK(closed->ring.gate_word() == 0);
+  CHECK(!detail::gate_open(*closed));
+  CHECK(!detail::text_gate_open(*closed));
+  CHECK(all_zero(closed, sizeof *closed));
+  struct First {
+    const char* name;
+    std::function<void()> record;
+  };
+  const First firsts[] = {
+      {"closed.span", [] { Span s("closed.span"); s.attr("k", 1); }},
+      {"closed.span.noattr", [] { Span s("closed.span.noattr"); }},
+      {"closed.site.span", [] { SPANRING_SPAN(s, "closed.site.span"); s.attr("k", 2); }},
+      {"closed.emit", [] { CHECK(emit("closed.emit", 2000, 5, "k=v")); }},
+      {"closed.emit.noattr", [] { CHECK(emit("closed.emit.noattr", 2000, 5)); }},
+      {"closed.site.emit", [] { CHECK(SPANRING_EMIT("closed.site.emit", 2000, 5, "k=v")); }},
+      {"closed.c", [] {
+         spanring_span c{};
+         c.timestamp_ns = 2000;
+         c.duration_ns = 5;
+         c.name = "closed.c";
+         c.attributes = "k=v";
+         spanring_emit(&c);
+       }},
+  };
+  for (const First& f : firsts) {
+    CAPTURE(f.name);
+    TestSegment t("closed_state");  // a segment each: 4 rings, not reclaimed without a drainer
+    bool had_closed = false;
+    bool took_state = false;
+    const auto recs = t.records_of([&] {
+      had_closed = detail::t_self == closed;
+      f.record();
+      took_state = detail::t_self != closed && detail::t_self != nullptr;
+    });
+    CHECK(had_closed);
+    CHECK(took_state);
+    REQUIRE(recs.size() == 1);
+    CHECK(record_name(t, recs[0]) == f.name);
+  }
+  CHECK(all_zero(closed, sizeof *closed));
+}
+
+namespace {
+
+struct AfterExit {
+  pthread_key_t key;
+  detail::ThreadState* closed;
+  int rounds = 0;
+  bool was_closed = false;
+  bool recorded = false;
+  bool took_state = false;
+};
+
+// A key destructor that runs after the library's (which gives the thread's state back and
+// points t_self at the closed state): glibc runs destructors in rounds while any key has a
+// value, so it sets its key again until t_self is the closed state, then records, as a signal
+// handler or another library's destructor might at thread exit.
+void after_exit(void* arg) {
+  auto& a = *static_cast<AfterExit*>(arg);
+  ++a.rounds;
+  if (detail::t_self != a.closed && a.rounds < 3) {
+    pthread_setspecific(a.key, &a);
+    return;
+  }
+  a.was_closed = detail::t_self == a.closed;
+  a.recorded = SPANRING_EMIT("closed.after.exit", 2000, 5, "");
+  a.took_state = detail::t_self != a.closed;
+}
+
+}  // namespace
+
+TEST_CASE("thread exit points t_self at the closed state, and a record after it takes a state again") {
+  TestSegment t("closed_exit", 1024);
+  AfterExit a{};
+  a.closed = fresh_thread_self();
+  REQUIRE(pthread_key_create(&a.key, after_exit) == 0);
+  std::thread([&] {
+    { SPANRING_SPAN(s, "closed.before.exit"); }
+    REQUIRE(detail::t_self != a.closed);
+    pthread_setspecific(a.key, &a);
+  }).join();
+  pthread_key_delete(a.key);
+  CHECK(a.was_closed);
+  CHECK(a.recorded);
+  CHECK(a.took_state);
+  CHECK(all_zero(a.closed, sizeof *a.closed));
 }
