@@ -12,9 +12,10 @@
 // before it allow, not once the writer has come round for the buffer in front. No request in
 // the ring serves as the wake-up (an io_uring read of an eventfd would hold back what must wait
 // for every earlier request). Where the eventfd cannot be set up, the writer waits in
-// io_uring_submit_and_wait for the front buffer instead and takes new buffers between waits. Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the
-// buffers. A write that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the
-// buffer comes back with `failed` set and the file is cut back to the end of the last buffer
+// io_uring_submit_and_wait for the front buffer instead and takes new buffers between waits.
+// Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the buffers. A write
+// that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the buffer comes
+// back with `failed` set and the file is cut back to the end of the last buffer
 // written whole, so it always ends at a line boundary.
 #pragma once
 

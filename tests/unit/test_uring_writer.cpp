@@ -5,7 +5,8 @@
 // /dev/full reports ENOSPC once (through the diagnostics channel) and hands every buffer back as failed.
 // Direct::kTry (O_DIRECT where the filesystem takes it): the same bytes at the same offsets for
 // buffers of any length and any kept prefix, the file exactly as long as what came back after
-// every buffer, the same cut-back at the file size limit, and the same bytes on tmpfs.
+// every buffer, the same cut-back at the file size limit, and the same bytes on tmpfs. A buffer
+// handed over while a write is in flight is taken then (the writer's eventfd wake-up).
 #include "drain/uring_writer.h"
 
 #include "drain/diagnostics.h"
