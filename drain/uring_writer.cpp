@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +162,13 @@ UringWriter::UringWriter(const std::string& path, unsigned queue_depth, uint64_t
     // Blocked by seccomp (Docker's default profile), kernel.io_uring_disabled, an old kernel:
     // the same thread writes with pwrite(2) instead, one buffer at a time.
     fallback_cause_ = cause;
+  } else {
+    // The writer's wake-up while writes are in flight: signalled by the kernel at every
+    // completion and by submit(). Without it (eventfd or its registration refused) the writer
+    // waits for the front buffer in io_uring_submit_and_wait.
+    const int efd = ::eventfd(0, EFD_CLOEXEC);
+    if (efd >= 0 && io_uring_register_eventfd(&impl_->ring, efd) == 0) wake_fd_ = efd;
+    else if (efd >= 0) ::close(efd);
   }
   if (direct == Direct::kTry && seekable_ && S_ISREG(st.st_mode) && !synchronous())
     open_direct();
@@ -184,13 +192,49 @@ void UringWriter::open_direct() {
 UringWriter::~UringWriter() {
   stop_.store(true, std::memory_order_release);
   todo_.enqueue(nullptr);  // wakes the writer if it waits for work
+  wake_writer();           // or for writes in flight
   if (thread_.joinable()) thread_.join();
   if (!synchronous()) io_uring_queue_exit(&impl_->ring);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
   if (dfd_ >= 0) ::close(dfd_);
   if (fd_ >= 0) ::close(fd_);
 }
 
-void UringWriter::submit(Buffer* b) { todo_.enqueue(b); }
+void UringWriter::submit(Buffer* b) {
+  todo_.enqueue(b);
+  wake_writer();
+}
+
+void UringWriter::wake_writer() {
+  if (wake_fd_ < 0) return;
+  // seq_cst fence: pairs with the writer's fence between setting writer_sleeps_ and looking at
+  // the queue (sleep_until_woken): either the writer sees the buffer just queued, or this sees
+  // it asleep and wakes it. A write while it is awake costs nothing but one spare wake-up.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!writer_sleeps_.load(std::memory_order_relaxed)) return;
+  const uint64_t one = 1;
+  // Fails only when the counter would overflow (it is read at every wake-up): nothing to do.
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void UringWriter::sleep_until_woken() {
+  io_uring* ring = &impl_->ring;
+  if (io_uring_cq_ready(ring) != 0) return;
+  writer_sleeps_.store(true, std::memory_order_relaxed);
+  // seq_cst fence: pairs with wake_writer()'s, after the queue's enqueue: a buffer queued
+  // before the drain thread could see writer_sleeps_ set shows in size_approx() below.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // A completion posted after the look at the CQ signals the eventfd (the kernel signals it
+  // for every batch of completions, whether or not anyone sleeps), so read() returns for it;
+  // one posted before it is seen here. A count left from completions reaped earlier makes
+  // read() return at once: the loop then finds nothing new and sleeps again.
+  if (io_uring_cq_ready(ring) == 0 && todo_.size_approx() == 0) {
+    uint64_t count = 0;
+    // EINTR (the ring's task work, a signal): the loop looks at the CQ and the queue again.
+    [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
+  }
+  writer_sleeps_.store(false, std::memory_order_relaxed);
+}
 
 Buffer* UringWriter::take_done(int64_t timeout_us) {
   Buffer* b = nullptr;
@@ -387,9 +431,17 @@ void UringWriter::run() {
       Buffer* b = nullptr;
       // Idle, the writer sleeps until a buffer (or the destructor's null) arrives; the timeout
       // is only a safety net (an idle drainer must cost well under 1% of a core).
+      if (q.empty() && stop_.load(std::memory_order_acquire) && todo_.size_approx() == 0)
+        return;  // everything queued before the destructor is written
       const bool got = q.empty() ? todo_.wait_dequeue_timed(b, 1000000) : todo_.try_dequeue(b);
       if (!got) break;
       if (b == nullptr) break;  // the destructor's wake-up: check stop_ below
+      bool writing = false;
+      for (const auto& f : q) writing |= f.ops > 0;
+      taken_.store(taken_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      if (writing)
+        taken_while_writing_.store(taken_while_writing_.load(std::memory_order_relaxed) + 1,
+                                   std::memory_order_release);
       q.emplace_back();
       q.back().buffer = b;
       q.back().offset = next_offset;
@@ -413,8 +465,10 @@ void UringWriter::run() {
       if (seekable_) submit_sync(q.front());
       else q.front().complete = true;
     }
-    // Direct pieces: a new chain once the last one is over. Page-cache writes (several in
-    // flight, each at its offset) once every direct buffer before them is complete.
+    // Direct pieces: a new chain once the last one is over (with the eventfd wake-up, at the
+    // completion of its last piece, every buffer handed over meanwhile already staged).
+    // Page-cache writes (several in flight, each at its offset) once every direct buffer
+    // before them is complete.
     if (chain_ops == 0) submit_chain();
     bool in_flight = false;
     bool direct_pending = false;
@@ -426,13 +480,22 @@ void UringWriter::run() {
     }
 
     io_uring_cqe* cqe = nullptr;
-    // Wait only for something in flight (an empty buffer, say, completes without a write). A
-    // chain's pieces complete in order, so waiting for all of the front buffer's wakes this
-    // thread once per buffer (not once per piece), when that buffer can go back.
-    unsigned wait_nr = 1;
-    if (q.front().direct && !q.front().complete && q.front().ops > 0)
-      wait_nr = static_cast<unsigned>(q.front().ops);
-    int r = in_flight ? io_uring_submit_and_wait(ring, wait_nr) : 0;
+    // Wait only for something in flight (an empty buffer, say, completes without a write).
+    // With room for another buffer and the eventfd, the writer sleeps until the next
+    // completion or hand-off, whichever comes first: a buffer handed over during a long chain
+    // is taken and staged then, and the next chain goes out at the last piece's completion.
+    // Otherwise it waits for all of the front buffer's pieces (a chain's pieces complete in
+    // order): one wake-up per buffer, when that buffer can go back.
+    int r = 0;
+    if (in_flight && wake_fd_ >= 0 && q.size() < depth_) {
+      r = io_uring_submit(ring);
+      if (r >= 0) sleep_until_woken();
+    } else if (in_flight) {
+      unsigned wait_nr = 1;
+      if (q.front().direct && !q.front().complete && q.front().ops > 0)
+        wait_nr = static_cast<unsigned>(q.front().ops);
+      r = io_uring_submit_and_wait(ring, wait_nr);
+    }
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
       report(-r);
       // The ring itself failed: nothing in flight can complete any more.

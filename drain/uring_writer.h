@@ -6,9 +6,16 @@
 // writer thread submits them, completes short writes (resubmitting the rest at the right offset)
 // and retries -EAGAIN/-EINTR completions, then returns each buffer on the `done` queue in the
 // order it was submitted, so the drain thread advances ring tails only over bytes that are in
-// the file. Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the
-// buffers. A write that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the
-// buffer comes back with `failed` set and the file is cut back to the end of the last buffer
+// the file. While writes are in flight the writer sleeps on an eventfd that the io_uring signals
+// at every completion and submit() writes when the writer sleeps: a buffer handed over then is
+// taken (and staged, for a direct write) at once, and its write starts the moment the writes
+// before it allow, not once the writer has come round for the buffer in front. No request in
+// the ring serves as the wake-up (an io_uring read of an eventfd would hold back what must wait
+// for every earlier request). Where the eventfd cannot be set up, the writer waits in
+// io_uring_submit_and_wait for the front buffer instead and takes new buffers between waits.
+// Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the buffers. A write
+// that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the buffer comes
+// back with `failed` set and the file is cut back to the end of the last buffer
 // written whole, so it always ends at a line boundary.
 #pragma once
 
@@ -77,7 +84,8 @@ class UringWriter {
   UringWriter(const UringWriter&) = delete;
   UringWriter& operator=(const UringWriter&) = delete;
 
-  // Drain thread: queues a filled buffer or a sync marker (ownership passes to the writer).
+  // Drain thread: queues a filled buffer or a sync marker (ownership passes to the writer);
+  // wakes the writer when it sleeps with writes in flight (one eventfd write(2) then).
   void submit(Buffer* b);
   // Drain thread: takes back a written buffer, waiting up to timeout_us; nullptr when none.
   Buffer* take_done(int64_t timeout_us);
@@ -93,12 +101,26 @@ class UringWriter {
   const std::string& fallback_cause() const noexcept { return fallback_cause_; }
   // True while buffers go with O_DIRECT (Direct::kTry and nothing refused it so far).
   bool direct() const noexcept { return direct_.load(std::memory_order_acquire); }
+  // True when the io_uring writer sleeps on its eventfd while writes are in flight (taking
+  // buffers handed over meanwhile); false where that could not be set up, and for the
+  // synchronous writer.
+  bool wakes_on_submit() const noexcept { return wake_fd_ >= 0; }
+  // Buffers and sync markers the writer thread has taken from the queue, and how many of them
+  // it took while a write of an earlier buffer was in flight (for tests and benchmarks: a
+  // writer that takes nothing while it waits for the disk keeps the second at 0 when each
+  // buffer is handed over while the one before it is being written alone).
+  uint64_t buffers_taken() const noexcept { return taken_.load(std::memory_order_acquire); }
+  uint64_t taken_while_writing() const noexcept {
+    return taken_while_writing_.load(std::memory_order_acquire);
+  }
 
  private:
   void run();              // the io_uring writer thread
   void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous)
   void report_error(int err, std::set<int>& reported);  // first errno kept; each said once
   void open_direct();      // constructor, Direct::kTry: dfd_ and the partial block, or nothing
+  void wake_writer();       // any thread: wakes the writer if it sleeps in sleep_until_woken
+  void sleep_until_woken(); // writer thread: until a completion or a hand-off (eventfd)
   struct Impl;
   std::unique_ptr<Impl> impl_;  // the io_uring, touched by the writer thread only
   std::string path_;
@@ -116,6 +138,13 @@ class UringWriter {
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<int> error_{0};           // first errno of a failed write, 0 = none
   std::atomic<bool> stop_{false};
+  // The writer's wake-up while writes are in flight: an eventfd registered with the io_uring
+  // (signalled at every completion) that submit() also writes while writer_sleeps_ is set; -1
+  // when not set up (the writer then waits in io_uring_submit_and_wait, as before).
+  int wake_fd_ = -1;
+  std::atomic<bool> writer_sleeps_{false};  // writer thread: set before it rechecks and sleeps
+  std::atomic<uint64_t> taken_{0};               // written by the writer thread only
+  std::atomic<uint64_t> taken_while_writing_{0};  // written by the writer thread only
   std::thread thread_;
 };
 
