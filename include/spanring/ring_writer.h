@@ -102,6 +102,24 @@ class SPANRING_HIDDEN RingWriter {
     std::memcpy(&w, &gate_, 8);
     return w;
   }
+  // Whether gate_word() is `word`: one compare of the word in memory with `word` (x86-64: a
+  // `cmpq` with the result from the flags, where a load into a register came first), for a
+  // caller that holds `word` in a register already. An aligned 8-byte read, as gate_word's.
+  bool gate_word_is(uint64_t word) const noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    static_assert(offsetof(RingWriter, epoch_) == offsetof(RingWriter, gate_) + 4 &&
+                  offsetof(RingWriter, gate_) % 8 == 0);
+    // may_alias: the asm reads gate_ and epoch_ as one 8-byte operand.
+    typedef uint64_t __attribute__((may_alias)) Word;
+    bool same;
+    asm("cmpq %2, %1"
+        : "=@cce"(same)
+        : "m"(*reinterpret_cast<const Word*>(&gate_)), "r"(word));
+    return same;
+#else
+    return gate_word() == word;
+#endif
+  }
   // Sets the thread's bits `bits` (not kGateGap's: this writer's) with one signal-atomic
   // read-modify-write: a signal handler of this thread that changes the gate meanwhile (its
   // record drops: kGateGap) runs wholly before or after it. x86-64: one `or` to memory (an

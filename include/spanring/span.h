@@ -229,6 +229,28 @@ SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) no
   return ts_ns >= static_cast<int64_t>(t.early_ns);
 }
 
+// The counter's ticks since `start`: read_tsc() now minus `start`, modulo 2^64. x86-64: rdtsc
+// and the subtraction in one asm whose result is in rdx, where GCC builds the counter in rax
+// and copies it (the end's value, for a slow path that can add `start` back) and `start`
+// before subtracting: 8 instructions with the caller's test, here 6. In rdx, not rax: the
+// inline end's cmpxchg (RingWriter::gate_cas) takes rax next, which would cost a move.
+SPANRING_ALWAYS_INLINE uint64_t ticks_since(uint64_t start) noexcept {
+#if defined(__x86_64__)
+  uint64_t dur;
+  uint64_t lo;
+  asm volatile("rdtsc\n\t"
+               "shl $32, %%rdx\n\t"
+               "or %%rax, %%rdx\n\t"
+               "sub %[start], %%rdx"
+               : "=&d"(dur), "=&a"(lo)
+               : [start] "r"(start)
+               : "cc");
+  return dur;
+#else
+  return read_tsc() - start;
+#endif
+}
+
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
 // static in the caller's function, so it lives in the .bss of the module that holds the call
 // site and is unmapped with it (no cache outlives its module). Constant-initialised (all zero:
@@ -314,18 +336,20 @@ SPANRING_ALWAYS_INLINE uint16_t site_name_id(SpanSite& site, const char* p,
   return site_name_slow(site, p, len);
 }
 
-// Whether the site's key set, filled for the ring of the thread whose gate word inside its
-// record write is `gate_word` (SpanSite::keys_tag), is the span's keys `k0`..`k3` (null past its
-// count); `head` and `tail` its record words (SpanSite::keys_head, keys_tail). One acquire load
-// of the tag and one compare with the gate word (which also says the set is filled, not busy);
+// Whether the site's key set, filled for the ring of the thread whose writer is `ring`, inside
+// its record write (SpanSite::keys_tag: the gate word such a thread has then), is the span's keys
+// `k0`..`k3` (null past its count); `head` and `tail` its record words (SpanSite::keys_head,
+// keys_tail). One acquire load of the tag and one compare with the gate word in memory
+// (RingWriter::gate_word_is; which also says the set is filled, not busy);
 // only then the key pointers (plain fields: the tag's acquire orders them after their filler's
 // stores, and they are never rewritten within a generation), compared as two 16-byte vectors
 // (same_keys).
-SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, uint64_t gate_word,
+SPANRING_ALWAYS_INLINE bool site_keys_match(const SpanSite& site, const RingWriter& ring,
                                             const char* k0, const char* k1, const char* k2,
                                             const char* k3, uint64_t& head,
                                             uint64_t& tail) noexcept {
-  if (site.keys_tag.load(std::memory_order_acquire) != gate_word) return false;
+  // The tag in a register, the gate word compared in memory (RingWriter::gate_word_is).
+  if (!ring.gate_word_is(site.keys_tag.load(std::memory_order_acquire))) return false;
   head = site.keys_head;
   tail = site.keys_tail;
   return same_keys(site.keys, k0, k1, k2, k3);
@@ -796,7 +820,7 @@ class Span : private detail::SpanData {
   SPANRING_ALWAYS_INLINE ~Span() {
     if (name_ != nullptr) {
       if (inline_ != 0)
-        finish(static_cast<int64_t>(detail::read_tsc()));
+        finish();
       else
         end(data());
     }
@@ -1038,11 +1062,12 @@ class Span : private detail::SpanData {
   // it is still compact (literal keys whose ids the thread's memo holds for this name, 32-bit
   // values, a duration below 2^32 ticks) and the thread may write inline (its gate open: not busy, not
   // a vfork child, no drop since its last record). Else end_at().
-  SPANRING_ALWAYS_INLINE void finish(int64_t end) noexcept {
+  SPANRING_ALWAYS_INLINE void finish() noexcept {
     detail::ThreadState* const t = static_cast<detail::ThreadState*>(state_);
-    // An end before the start (TSC ticks of two CPUs can differ by a few ticks on some hosts)
-    // wraps to a duration above 2^32 here and goes to end_at, which records 0.
-    const uint64_t dur = static_cast<uint64_t>(end) - static_cast<uint64_t>(start_);
+    // The counter now minus the start, and whether that is below 2^32 ticks (detail::
+    // ticks_since). An end before the start (TSC ticks of two CPUs can differ by a few ticks
+    // on some hosts) wraps to a duration above 2^32 here and goes to end_at, which records 0.
+    const uint64_t dur = detail::ticks_since(static_cast<uint64_t>(start_));
     const uint32_t count = count_;
     // busy from here when the gate is open (enter_open_busy: the test and the busy bit in one
     // instruction): a signal handler's record meanwhile is dropped and counted
@@ -1064,7 +1089,7 @@ class Span : private detail::SpanData {
         // resolves the keys through the memo and fills an empty site). The site's set is
         // tagged with the gate word a thread of the set's generation has here (busy), the
         // current one while its gate is open.
-        known = detail::site_keys_match(*site_, t->ring.gate_word(), keys_[0], keys_[1],
+        known = detail::site_keys_match(*site_, t->ring, keys_[0], keys_[1],
                                         keys_[2], keys_[3], word6, word7);
       } else if (count != 0) {
         // relaxed: the serial was set by this thread's or an earlier lookup in the table,
@@ -1096,7 +1121,7 @@ class Span : private detail::SpanData {
       }
       detail::release_busy(*t);
     }
-    end_at(data(), end);
+    end_at(data(), static_cast<int64_t>(static_cast<uint64_t>(start_) + dur));
   }
   // The span `d` ends at `end` (counter ticks when d.tsc_, else ns): the record through the
   // library's guarded write (ordinary or compact), the depth lowered. end(): at the clock's
