@@ -101,7 +101,11 @@ constexpr size_t kWideFrom = 32;  // shorter fields: one or two 16-byte vectors,
   const __m256i lb = opaque_load(k + 96);
   const __m256i rb = opaque_load(k + 128);
   __m256i all = _mm256_cmpeq_epi8(bias, bias);  // every lane 0xff
-  for (size_t i = 0; i + 32 < len; i += 32) {
+  // The first vector, then the loop (no turn for 33..64 bytes), then the one ending at len.
+  const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  all = _mm256_and_si256(all, copied32(first, bias, top, pct, lb, rb));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), first);
+  for (size_t i = 32; i + 32 < len; i += 32) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
     all = _mm256_and_si256(all, copied32(v, bias, top, pct, lb, rb));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), v);
@@ -109,7 +113,7 @@ constexpr size_t kWideFrom = 32;  // shorter fields: one or two 16-byte vectors,
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + len - 32));
   all = _mm256_and_si256(all, copied32(v, bias, top, pct, lb, rb));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + len - 32), v);
-  return static_cast<uint32_t>(_mm256_movemask_epi8(all)) == 0xffffffffu;
+  return _mm256_testc_si256(all, _mm256_cmpeq_epi8(all, all)) != 0;  // every lane 0xff
 }
 #endif
 
