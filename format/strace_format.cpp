@@ -84,9 +84,11 @@ constexpr size_t kWideFrom = 32;  // shorter fields: one or two 16-byte vectors,
 
 // copy_plain<false> (below) for a field of more than kWideFrom bytes, with AVX2: 32 bytes a
 // vector, the last one ending at the field's end (overlapping the one before it: those bytes
-// are checked and written twice, the same), so it reads and writes in[0, len) and out[0, len)
-// only. Out of line, its own instruction set: in the demo's attribute text (~80 bytes) ~35
-// instructions fewer than five 16-byte SSE2 vectors with their register copies (callgrind).
+// are checked and written twice, and each store holds the bytes its own load checked, so a line
+// from the ring's slots holds only checked bytes even if they change between the two loads), so
+// it reads and writes in[0, len) and out[0, len) only. Out of line, its own instruction set: in
+// the demo's attribute text (~80 bytes) ~35 instructions fewer than five 16-byte SSE2 vectors
+// with their register copies (callgrind).
 [[gnu::target("avx2")]] [[gnu::noinline]] bool copy_attrs_avx2(const char* in, size_t len,
                                                                char* out) noexcept {
   // As copy_plain's SSE2 check for attributes: v + 0x60 maps 0x20 to -128, so one signed
@@ -115,6 +117,8 @@ constexpr size_t kWideFrom = 32;  // shorter fields: one or two 16-byte vectors,
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + len - 32), v);
   return _mm256_testc_si256(all, _mm256_cmpeq_epi8(all, all)) != 0;  // every lane 0xff
 }
+#undef DUP32
+#undef DUP8
 #endif
 
 // Copies in[0, len) to `out` and returns true when every byte is one the [STRACE] encoding
