@@ -328,8 +328,7 @@ void deliver_direct(const char* slots, const RunBody& b, const TscClock::Spans& 
         if (tsc) {
           const TscClock::Interval ns = spans(h.ts_ns, h.dur_ns);
           h.ts_ns = ns.start_ns;
-          h.dur_ns = ns.dur_ns;
-          h.flags &= static_cast<uint16_t>(~kRecordTsc);
+          h.dur_ns = ns.dur_ns;  // the line reads no flag but kRecordPackedAttrs
         }
         n = lines.sink.span_plain(p, b.pid, b.tid, h, slot + offsetof(RecordHeader, payload));
       }

@@ -131,6 +131,13 @@ size_t format_span_compact(char* out, uint32_t pid, uint32_t tid, const RecordHe
                            SpanLineOwner& owner) noexcept;
 static_assert(kCompactAttrs * (1 + kStringMaxBytes + 22) <= kAttrsWriteRoom);
 
+// Attribute text of more than 32 bytes is checked and copied 32 bytes at a time with AVX2 where
+// the CPU has it (chosen at start-up; x86-64), else 16 at a time (SSE2, NEON): the same bytes.
+// set_wide_attrs_copy(false) makes every later line take the 16-byte path, (true) the 32-byte
+// one where the CPU has AVX2; returns whether the 32-byte path is now used. For tests, which hold
+// both paths to the same lines: not thread-safe, call it while no line is being formatted.
+bool set_wide_attrs_copy(bool on) noexcept;
+
 // The per-process clock anchor line (the command line is not part of the text format).
 size_t format_anchor(char* out, const ProcessEvent& e) noexcept;
 

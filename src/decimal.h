@@ -133,6 +133,13 @@ inline uint64_t add_digits8(uint64_t da, uint64_t db) noexcept {
   return __builtin_bswap64(s);
 }
 
+// "00" "01" ... "99": the two digits of 0..99 (write_decimal's values 10..99: attribute values,
+// mostly, whose records carry many small counts and indices).
+inline constexpr char kTwoDigits[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 }  // namespace decimal_detail
 
 // v in decimal at `out` (room for 20 bytes); returns the end.
@@ -141,6 +148,22 @@ inline char* write_decimal(char* out, uint64_t v) noexcept {
   if (v < 10) {
     *out = static_cast<char>('0' + v);
     return out + 1;
+  }
+  // Two to four digits (attribute values, mostly, which are often small counts and indices)
+  // from a table of pairs: ~5 and ~12 instructions, where trimmed8 is ~28.
+  if (v < 100) {
+    std::memcpy(out, &kTwoDigits[2 * v], 2);
+    return out + 2;
+  }
+  if (v < 10'000) {
+    const auto hi = static_cast<uint32_t>(v) / 100;  // 1..99
+    const auto lo = static_cast<uint32_t>(v) - 100 * hi;
+    // Three digits (hi < 10): hi's pair without its leading '0', the byte after it in the
+    // table overwritten by lo's pair one byte earlier.
+    const uint32_t three = hi < 10;
+    std::memcpy(out, &kTwoDigits[2 * hi + three], 2);
+    std::memcpy(out + 2 - three, &kTwoDigits[2 * lo], 2);
+    return out + 4 - three;
   }
   if (v < 100'000'000) return trimmed8(out, static_cast<uint32_t>(v));
   if (v < 10'000'000'000'000'000ull) {

@@ -136,11 +136,13 @@ static_assert(sizeof(RecordCopy::payload) >= (kNameRawMax + 15) / 16 * 16);
 
 // What the attribute decoders below may write after a record's name before they cut the text at
 // kAttrsRawMax: they write a whole token while the text is shorter than that, and a token is at
-// most a space, its key (copied 16 bytes at a time: up to kAttrsPackedMax - 2 bytes, rounded up
-// to 16), `=`, `-` and write_decimal's 20 bytes. RecordCopy's payload has room for a name and
-// this.
+// most a space, its key (copied 16 bytes at a time, at least 16: up to kAttrsPackedMax - 2
+// bytes, rounded up to 16), `=`, `-` and write_decimal's 20 bytes. RecordCopy's payload has room
+// for a name and this.
 inline constexpr uint32_t kAttrsWriteRoom =
     (kAttrsRawMax - 1) + 1 + (kAttrsPackedMax - kPackedTokenFixed + 15) / 16 * 16 + 2 + 20;
+// unpack_attrs_fast writes 16 bytes of a key of any length: the rounded-up key covers it.
+static_assert((kAttrsPackedMax - kPackedTokenFixed + 15) / 16 * 16 >= 16);
 static_assert(kNameRawMax + kAttrsWriteRoom <= RecordCopy::kPayloadBytes);
 
 // unpack_attrs (packed_attrs.h) for the drainer and the readers: the same text for the same
@@ -161,7 +163,9 @@ inline int32_t unpack_attrs_fast(const char* in, uint32_t in_len, char* out) noe
     if (p >= cut) continue;  // past the cut: only checked
     if (!first) *p++ = ' ';
     first = false;
-    for (uint32_t k = 0; k < t.key_len; k += 16) std::memcpy(p + k, t.key + k, 16);
+    // The first 16 bytes whatever the key's length (keys are mostly shorter: no loop turn).
+    std::memcpy(p, t.key, 16);
+    for (uint32_t k = 16; k < t.key_len; k += 16) std::memcpy(p + k, t.key + k, 16);
     p += t.key_len;
     *p++ = '=';
     if (t.negative) *p++ = '-';

@@ -63,6 +63,23 @@ struct Lines final : EventVisitor {
   }
 };
 
+// The attribute copy paths (set_wide_attrs_copy): the 16-byte one, and the 32-byte one (AVX2)
+// where the CPU has it. A test case that calls this runs once per path (doctest subcases: the
+// code after them runs again for each); the process's default is restored by the next caller
+// or at the end of the case (AttrsPath's destructor).
+struct AttrsPath {
+  bool wide = false;
+  ~AttrsPath() { set_wide_attrs_copy(true); }
+};
+#define EACH_ATTRS_PATH(path)                                          \
+  AttrsPath path;                                                      \
+  SUBCASE("16-byte attribute copies") { path.wide = false; }           \
+  SUBCASE("32-byte attribute copies (AVX2)") { path.wide = true; }     \
+  if (set_wide_attrs_copy(path.wide) != path.wide) {                   \
+    MESSAGE("no AVX2 on this CPU: the 32-byte path is not tested");    \
+    return;                                                            \
+  }
+
 }  // namespace
 
 TEST_SUITE("unit") {
@@ -208,6 +225,7 @@ TEST_CASE("a byte that needs escaping is found at every position 0..47 of a name
   // copy_plain): every byte value at every position of the first three vectors, in fields of
   // every length up to 48, must give the line encode_name/encode_attrs (test_encode checks them
   // against the spec) spell. Garbage after the field in the record must not matter either.
+  EACH_ATTRS_PATH(path);
   TextSink sink;
   for (size_t len = 1; len <= 48; ++len) {
     for (size_t pos = 0; pos < len; ++pos) {
@@ -229,6 +247,39 @@ TEST_CASE("a byte that needs escaping is found at every position 0..47 of a name
             std::string(attrs, encode_attrs(field.data(), field.size(), attrs)) + "\n";
         if (got != want) {
           FAIL_CHECK("byte ", b, " at ", pos, " of ", len, ": got '", got, "', want '", want, "'");
+          return;
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attribute text of 33..192 bytes: a byte to escape is found at every position") {
+  // Past 32 bytes, attribute text is checked and copied by the 32-byte path (AVX2), whose last
+  // vector ends at the field's end and overlaps the one before it; the 16-byte path takes the
+  // same fields. At every position of every length, the bytes at the edges of the copied
+  // classes must give encode_attrs' text, and garbage after the field must not matter.
+  EACH_ATTRS_PATH(path);
+  TextSink sink;
+  const unsigned char edges[] = {0x00, 0x1f, 0x20, 0x24, 0x25, 0x26, 0x5a, 0x5b, 0x5c,
+                                 0x5d, 0x5e, 0x7e, 0x7f, 0x80, 0xdf, 0xe0, 0xff};
+  for (size_t len = 33; len <= kAttrsCap; ++len) {
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (const unsigned char b : edges) {
+        std::string attrs(len, 'q');
+        attrs[pos] = static_cast<char>(b);
+        RecordCopy rec = make_record(0, 1, 1, 0, 0, 0, "n", attrs);
+        rec.payload[rec.header.name_len + rec.header.attrs_len] = '%';
+        char line[kMaxLineBytes];
+        const std::string got(line, sink.span(line, SpanEvent::of(1, 2, rec)));
+        char text[kAttrsCap];
+        const std::string want =
+            "[mono_ns=2][T0x2][TIMING] emit_host_span: [STRACE] v=1 pid=1 tid=2 inv=0 hid=0 "
+            "depth=0 name=n ts=1 dur=1 " +
+            std::string(text, encode_attrs(attrs.data(), attrs.size(), text)) + "\n";
+        if (got != want) {
+          FAIL_CHECK("byte ", int{b}, " at ", pos, " of ", len, ": got '", got, "', want '",
+                     want, "'");
           return;
         }
       }
@@ -282,6 +333,7 @@ TEST_CASE("span_plain (the text drainer's line from the ring's slots) writes spa
   // read and unpacked as the ring reader does (copy_ordinary_payload, finish_ordinary); where
   // the reader refuses the record (a NUL in the name, a malformed list), it must refuse too; and
   // every record whose fields need no escaping must take it (else the drainer's path is dead).
+  EACH_ATTRS_PATH(path);
   TextSink sink;
   TextSink reference;
   std::mt19937_64 rng(0x91a1e5ca);
@@ -401,6 +453,7 @@ TEST_CASE("span_compact (the text drainer's line of a compact record) writes spa
   // not, every length up to kStringMaxBytes) it must write the line span_record writes for the
   // record decode_compact makes of the same strings, or 0; and it must take every record whose
   // line needs no escaping and no cut.
+  EACH_ATTRS_PATH(path);
   TextSink sink;
   TextSink reference;
   std::mt19937_64 rng(0xc0a1ac7e);
