@@ -224,9 +224,10 @@ SPANRING_ALWAYS_INLINE bool enter_open_busy(ThreadState& t) noexcept {
 
 // Whether an explicit record starting at `ts_ns` may be written inline on thread `t`: not
 // negative, and not before what the thread's ring announced (ThreadState::early_ns). One signed
-// compare for both: early_ns is 0 or a CLOCK_MONOTONIC reading in ns, below 2^63.
+// compare for both: early_ns is at least -1. False for every ts on the closed state
+// (kClosedEarlyNs), which is what keeps emit's compare-and-exchange (enter_site_busy) off it.
 SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) noexcept {
-  return ts_ns >= static_cast<int64_t>(t.early_ns);
+  return ts_ns > t.early_ns;
 }
 
 // The descriptor of one SPANRING_SPAN call site: the macro declares it as a function-local
@@ -418,16 +419,23 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
 //
 // `word`: generation << 32 | kGateOpen | name id when the record can be compact (the name has
 // an id, and the attribute text is empty or has one), laid out as SpanSite::name so that emit
-// tests the site and the thread's gate word in one XOR and shift (see SpanSite); generation
-// << 32 when it cannot; generation << 32 | kEmitSiteBusy while one thread fills the site;
-// kSiteEmpty before first use. `head`: the CompactRecord's word 6 for the site
+// tests the site and the thread's gate word, and sets the busy bit, in one compare-and-exchange
+// of the gate word with the site's word less its id (detail::enter_site_busy); generation << 32
+// | kEmitSiteOrdinary when it cannot; generation << 32 | kEmitSiteBusy while one thread fills
+// the site; kSiteEmpty before first use. Every form but the first has a bit no gate ever has
+// (kEmitSiteOrdinary, kEmitSiteBusy, kSiteEmpty), so it never equals a gate word less an id:
+// a word of generation << 32 alone would equal the gate word of a thread whose ring was taken
+// (gate 0, the epoch kept: a fork child, a thread past its exit handler), which the exchange
+// would then mark busy and write a record for. `head`: the CompactRecord's word 6 for the site
 // (RingWriter::compact_word6(kRecordCompact, name id, attrs id): both ids, 0 where there is
 // none), written by the filler after its claim of `word` (a CAS to busy) and before `word`'s
 // release; read after an acquire of `word` of the reader's generation, so it is the filler's.
 // As for SpanSite, attaching again while other threads record is not supported, so no refill
 // of a later generation overlaps a read.
 inline constexpr uint64_t kEmitSiteBusy = uint64_t{1} << 24;  // above every gate bit
-static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteBusy < (uint64_t{1} << 32));
+inline constexpr uint64_t kEmitSiteOrdinary = uint64_t{1} << 25;  // above every gate bit
+static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteOrdinary > kEmitSiteBusy &&
+              kEmitSiteOrdinary < kSiteEmpty);
 struct EmitSite {
   std::atomic<uint64_t> word{kSiteEmpty};
   std::atomic<uint64_t> head{0};
@@ -549,6 +557,26 @@ SPANRING_ALWAYS_INLINE bool holds(const std::atomic<const char*>& at, const char
 #else
   // relaxed: see ImplicitEmitSite.
   return at.load(std::memory_order_relaxed) == p;
+#endif
+}
+
+// Whether `s` holds the pair (`name`, `attrs`): holds() of both, in one asm on x86-64 (a
+// `cmpq`, a `jne` past the second `cmpq`, the result from the flags), so that the caller has
+// one branch for both: with two, GCC copied the second pointer into the slow call's argument
+// register ahead of its compare, for the edge both branches share.
+SPANRING_ALWAYS_INLINE bool holds_pair(const ImplicitEmitSite& s, const char* name,
+                                       const char* attrs) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  bool same;
+  asm("cmpq %2, %1\n\t"
+      "jne 1f\n\t"
+      "cmpq %4, %3\n"
+      "1:"
+      : "=@cce"(same)
+      : "m"(s.name), "r"(name), "m"(s.attrs), "r"(attrs));
+  return same;
+#else
+  return holds(s.name, name) && holds(s.attrs, attrs);
 #endif
 }
 
@@ -1174,27 +1202,34 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     // acquire: as SPANRING_EMIT's (pairs with emit_site_slow's release).
     const uint64_t word = s.site.word.load(std::memory_order_acquire);
     detail::ThreadState* const t = detail::t_self;
-    // SPANRING_EMIT's test, and the site's pointers are this call's (relaxed: write-once,
-    // detail::ImplicitEmitSite).
-    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             detail::holds(s.name, name) && detail::holds(s.attrs, text) &&
-                             detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
-                         1)) {
-      // busy and room as below.
-      uint64_t pos;
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
-        // relaxed: ordered after the filler's store by the acquire of `word` above.
-        const uint64_t head = s.site.head.load(std::memory_order_relaxed);
-        t->ring.put_compact_words(
-            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
-            static_cast<uint32_t>(dur_ns), head,
-            static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
-            static_cast<uint8_t>(t->depth));
-        detail::release_open_busy(*t);
-        return true;
+    // The site's pointers are this call's (relaxed: write-once, detail::ImplicitEmitSite).
+    if (__builtin_expect(detail::holds_pair(s, name, text), 1)) {
+      // SPANRING_EMIT's test, and room as below.
+      if (__builtin_expect(detail::ts_announced(*t, ts_ns) &&
+                               static_cast<uint64_t>(dur_ns) <= 0xffffffffu &&
+                               detail::enter_site_busy(*t, word),
+                           1)) {
+        uint64_t pos;
+        if (__builtin_expect(t->ring.room_for_compact(pos), 1)) {
+          // relaxed: ordered after the filler's store by the acquire of `word` above.
+          const uint64_t head = s.site.head.load(std::memory_order_relaxed);
+          t->ring.put_compact_words(
+              pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
+              static_cast<uint32_t>(dur_ns), head,
+              static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+              static_cast<uint8_t>(t->depth));
+          detail::release_open_busy(*t);
+          return true;
+        }
+        detail::release_busy(*t);
       }
-      detail::release_busy(*t);
+      // This call's pair owns the site (both pointers are the site's): SPANRING_EMIT's slow
+      // path, with the pointers read back from the site, so that the caller's need not be
+      // kept in the call's argument registers across the tests above (GCC copied them there
+      // before each compare). relaxed: as above.
+      return detail::emit_site_slow(s.site, s.name.load(std::memory_order_relaxed), name_len,
+                                    s.attrs.load(std::memory_order_relaxed), attrs_len, ts_ns,
+                                    dur_ns);
     }
     return detail::implicit_emit_slow(s, name, name_len, text, attrs_len, ts_ns, dur_ns);
 #else
@@ -1253,16 +1288,17 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
     // seen ready and `head` is the filler's.
     const uint64_t word = site.word.load(std::memory_order_acquire);
     detail::ThreadState* const t = detail::t_self;
-    // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
-    // ids of the segment of this thread's ring, a record that can be compact, an open gate
-    // (which also says depth <= 255: kGateDeep).
-    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
+    // As emit()'s test, ts and dur first, then the site's word against the thread's gate word
+    // with the busy bit set in the same compare-and-exchange (enter_site_busy): ids of the
+    // segment of this thread's ring, a record that can be compact, an open gate (which also
+    // says depth <= 255: kGateDeep).
+    if (__builtin_expect(detail::ts_announced(*t, ts_ns) &&
+                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu &&
+                             detail::enter_site_busy(*t, word),
                          1)) {
-      // busy and room as in emit().
+      // room as in emit().
       uint64_t pos;
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
+      if (__builtin_expect(t->ring.room_for_compact(pos), 1)) {
         // relaxed: ordered after the filler's store by the acquire of `word` above.
         const uint64_t head = site.head.load(std::memory_order_relaxed);
         t->ring.put_compact_words(
