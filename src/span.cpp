@@ -379,8 +379,7 @@ bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const c
       // release: a thread that acquires this word sees `head` and the string entries ready
       // (this thread acquired them in intern). kGateOpen marks a site whose record can be
       // compact, kEmitSiteOrdinary one whose record cannot (span.h, EmitSite).
-      site.word.store(generation << 32 |
-                          (compact ? uint64_t{kGateOpen} | name_id : kEmitSiteOrdinary),
+      site.word.store(generation << 32 | (compact ? uint64_t{kGateOpen} : kEmitSiteOrdinary),
                       std::memory_order_release);
     }
   }

@@ -210,13 +210,14 @@ __attribute__((always_inline)) inline void release_open_busy(ThreadState& t) noe
 }
 
 // Enters a record write for a site word `word` (an EmitSite's, span.h: generation << 32 |
-// kGateOpen | id when its record can be compact; every other form has bits no gate has): when
-// the thread's gate word (RingWriter::gate_word) is the word's without its id (a ring of the
-// word's generation, the gate exactly kGateOpen), sets kGateBusy and returns true, as the
-// site's XOR test with the gate word followed by enter_busy would (the caller leaves with
+// kGateOpen when its record can be compact; every other form has bits no gate has): when the
+// thread's gate word (RingWriter::gate_word) is `word` (a ring of the word's generation, the
+// gate exactly kGateOpen), sets kGateBusy and returns true, as a compare of the two words
+// followed by enter_busy would (the caller leaves with
 // release_busy or release_open_busy); else returns false with the gate as it was. x86-64: one
-// signal-atomic cmpxchg of the gate word (RingWriter::gate_word_cas), where the XOR test and
-// enter_busy's or and compare took six instructions with their branches; elsewhere those two
+// signal-atomic cmpxchg of the gate word (RingWriter::gate_word_cas), where the site's XOR
+// test and enter_busy's or and compare took six instructions with their branches; elsewhere
+// those two
 // steps (a gate seen open but changed before the busy bit is released again here). Never on
 // the library's closed state (read-only: cmpxchg writes the word back even when it fails):
 // callers test ts_announced first, which the closed state's early_ns (kClosedEarlyNs) fails.
@@ -224,10 +225,9 @@ __attribute__((always_inline)) inline bool enter_site_busy(ThreadState& t,
                                                            uint64_t word) noexcept {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
   // + rather than |: one `lea` (a site word never has kGateBusy's bit, so they are the same).
-  const uint64_t open = word & ~uint64_t{0xffff};
-  return t.ring.gate_word_cas(open, open + kGateBusy);
+  return t.ring.gate_word_cas(word, word + kGateBusy);
 #else
-  if (((word ^ t.ring.gate_word()) >> 16) != 0) return false;
+  if (word != t.ring.gate_word()) return false;
   if (enter_busy(t)) return true;
   release_busy(t);
   return false;

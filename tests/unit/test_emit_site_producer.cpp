@@ -143,19 +143,21 @@ TEST_CASE("a SPANRING_EMIT site keeps both ids for the current attach and writes
   });
   REQUIRE(seen != nullptr);
   REQUIRE(recs.size() == 3);
+  // The word is the gate word of a thread with an open gate on a ring of this generation (what
+  // emit's compare-and-exchange compares); the ids are in head, the record's word 6.
   const uint64_t word = seen->word.load(std::memory_order_relaxed);
-  CHECK((word >> 32) == generation);
-  CHECK((word & 0xffffffffu) == (kGateOpen | static_cast<uint16_t>(word)));
+  CHECK(word == (uint64_t{generation} << 32 | kGateOpen));
   const uint64_t head = seen->head.load(std::memory_order_relaxed);
-  CHECK(head == RingWriter::compact_word6(kRecordCompact, static_cast<uint16_t>(word),
+  const auto name_id = static_cast<uint16_t>(head >> 32);
+  CHECK(head == RingWriter::compact_word6(kRecordCompact, name_id,
                                           static_cast<uint16_t>(head >> 48)));
-  CHECK(t.string(static_cast<uint16_t>(word)) == "emit.site.kept");
+  CHECK(t.string(name_id) == "emit.site.kept");
   CHECK(t.string(static_cast<uint16_t>(head >> 48)) == "k=v");
   for (size_t i = 0; i < recs.size(); ++i) {
     CAPTURE(i);
     REQUIRE((recs[i].flags() & kRecordCompact) != 0);
     const CompactRecord c = recs[i].compact();
-    CHECK(c.name == static_cast<uint16_t>(word));
+    CHECK(c.name == name_id);
     CHECK(c.keys[0] == static_cast<uint16_t>(head >> 48));
     CHECK(c.attrs == kCompactAttrsText);
     CHECK(c.ts_ns == 100 + i);
@@ -194,23 +196,6 @@ TEST_CASE("attaching again makes a SPANRING_EMIT site resolve its ids in the new
 // ---- a site whose record cannot be compact (span.h, EmitSite: kEmitSiteOrdinary)
 
 namespace {
-// Takes every entry a lookup of `name` may probe, with other strings: `name` cannot be
-// interned, so a site of it holds the word of a record that cannot be compact.
-void fill_probes(TestSegment& t, const char* name) {
-  const uint32_t hash = string_hash(name, static_cast<uint32_t>(std::strlen(name)));
-  StringEntry* table = t.seg.view().strings();
-  for (uint32_t i = 0; i < kStringProbeMax; ++i) {
-    uint32_t at = (hash + i) & (kStringTableEntries - 1);
-    if (at == 0) at = 1;
-    StringEntry& e = table[at];
-    if (e.state.load(std::memory_order_relaxed) != kStringEmpty) continue;
-    e.len = 1;
-    e.bytes[0] = '#';
-    e.hash = string_hash(e.bytes, 1);
-    e.state.store(kStringReady, std::memory_order_release);
-  }
-}
-
 // One SPANRING_EMIT site and one plain emit call (its own site on x86-64), both with names the
 // test keeps out of the table; each site's descriptor is the same at every call.
 __attribute__((noinline)) bool emit_ordinary_site(int64_t ts) {
@@ -227,8 +212,10 @@ TEST_CASE("a forked child whose thread lost its ring never writes inline at a si
   // compare-and-exchange (enter_site_busy) would take the gate and write a compact record
   // through the parent's stale ring writer.
   TestSegment t("emit_ordinary_fork");
-  fill_probes(t, "emit.ordinary.site");
-  fill_probes(t, "emit.ordinary.plain");
+  // Both names kept out of the table: each site holds the word of a record that cannot be
+  // compact.
+  t.fill_probes("emit.ordinary.site");
+  t.fill_probes("emit.ordinary.plain");
   uint32_t parent_ring = ~0u;
   uint64_t parent_head = 0;
   int status = -1;
