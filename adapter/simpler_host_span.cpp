@@ -126,7 +126,7 @@ extern "C" SPANRING_SIMPLER_EXPORT void unified_log_host_span(const SimplerHostS
       // (early_ns: a span before the process' clock anchor goes through the library, which
       // announces the anchor at the clock's origin first).
       if (__builtin_expect(name_len != 0 && (ts_ns | dur_ns | depth) >= 0 &&
-                               static_cast<uint64_t>(ts_ns) >= t->early_ns,
+                               ts_ns > t->early_ns,
                            1)) {
         t->ring.commit_text(dst, name_len, attrs_len, static_cast<uint64_t>(ts_ns),
                             static_cast<uint64_t>(dur_ns), span->invocation_id,

@@ -39,8 +39,22 @@ std::atomic<uint32_t> g_attach_generation{0};
 
 ProcessState g_process;
 // Constant-initialised and const: in read-only memory, so a write to it faults instead of
-// opening a gate every stateless thread shares.
-constinit const ThreadState g_closed_state{};
+// opening a gate every stateless thread shares. Zero but for early_ns (kClosedEarlyNs: no
+// explicit record passes ts_announced, so emit's compare-and-exchange never runs on it).
+constinit const ThreadState g_closed_state{.ring = {},
+                                           .inv = 0,
+                                           .hid = 0,
+                                           .depth = 0,
+                                           .reentrant_drops = {},
+                                           .early_ns = detail::kClosedEarlyNs,
+                                           .key_memo = {},
+                                           .no_ring_wait = 0,
+                                           .stash_count = 0,
+                                           .stash = {},
+                                           .name_set = 0,
+                                           .name = {},
+                                           .next_state = nullptr,
+                                           .in_use = {}};
 namespace detail {
 // const_cast: t_self is a ThreadState* for the states threads own; through the closed state it
 // is only read (its gate fails every test before a write, and the library tests has_state).
@@ -433,8 +447,8 @@ bool claim_ring(ThreadState& t) noexcept {
     // relaxed: as for the ring's flag above.
     t.early_ns =
         std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0
-            ? p.anchor_mono_ns
-            : 0;
+            ? static_cast<int64_t>(p.anchor_mono_ns) - 1
+            : -1;
     return true;
   }
   return false;

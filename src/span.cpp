@@ -115,7 +115,7 @@ __attribute__((noinline, cold)) void lower_anchor(const char* attrs,
   if (!has_state(t_self)) return;  // no ring yet: claim_ring copies the process' flag
   if (RingHeader* r = t_self->ring.shared()) {
     r->anchor_origin.store(1, std::memory_order_relaxed);
-    t_self->early_ns = 0;  // the inline emit no longer needs to ask (span.h)
+    t_self->early_ns = -1;  // the inline emit no longer needs to ask (span.h)
   }
 }
 
@@ -126,7 +126,7 @@ inline bool before_anchor(int64_t ts_ns) noexcept {
     return false;
   if (std::atomic_ref(g_process.anchor_origin).load(std::memory_order_relaxed) == 0) return true;
   // Another thread announced the anchor: this thread's inline emit need not ask again.
-  if (has_state(t_self)) t_self->early_ns = 0;
+  if (has_state(t_self)) t_self->early_ns = -1;
   return false;
 }
 
@@ -190,7 +190,7 @@ __attribute__((noinline)) bool record_any_measured(const spanring_span& s, const
   ThreadState* const t = t_self;
   if (__builtin_expect(text_gate_open(*t) && name_len != 0 &&
                            (ts_ns | dur_ns | depth) >= 0 &&
-                           static_cast<uint64_t>(ts_ns) >= t->early_ns,
+                           ts_ns > t->early_ns,
                        1)) {
     t->ring.gate_or(kGateBusy);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // busy is set before any slot write
@@ -251,7 +251,7 @@ bool record_any(const spanring_span& s) noexcept {
       // A valid record (a name, nothing negative) not before what the ring announced
       // (early_ns: then before_anchor is false too).
       if (__builtin_expect(name_len != 0 && (ts_ns | dur_ns | depth) >= 0 &&
-                               static_cast<uint64_t>(ts_ns) >= t->early_ns,
+                               ts_ns > t->early_ns,
                            1)) {
         t->ring.commit_text(dst, name_len, attrs_len, static_cast<uint64_t>(ts_ns),
                             static_cast<uint64_t>(dur_ns), s.invocation_id, s.callable_hash,
@@ -378,8 +378,8 @@ bool emit_site_slow(EmitSite& site, const char* name, uint32_t name_len, const c
       const bool compact = name_id != 0 && (attrs_id != 0 || attrs_len == 0);
       // release: a thread that acquires this word sees `head` and the string entries ready
       // (this thread acquired them in intern). kGateOpen marks a site whose record can be
-      // compact (span.h, EmitSite).
-      site.word.store(generation << 32 | (compact ? uint64_t{kGateOpen} | name_id : 0),
+      // compact, kEmitSiteOrdinary one whose record cannot (span.h, EmitSite).
+      site.word.store(generation << 32 | (compact ? uint64_t{kGateOpen} : kEmitSiteOrdinary),
                       std::memory_order_release);
     }
   }

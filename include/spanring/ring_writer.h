@@ -150,6 +150,25 @@ class SPANRING_HIDDEN RingWriter {
                                        __ATOMIC_RELAXED);
 #endif
   }
+  // Sets the gate word (gate_word: the gate and epoch_) from `expected` to `desired` when it is
+  // `expected`, as gate_cas does the gate alone: one signal-atomic compare-and-exchange, so
+  // the epoch and the gate are tested and kGateBusy set in one instruction (emit's site test,
+  // enter_site_busy). x86-64 only: one `cmpxchgq` without a lock prefix over gate_ and epoch_
+  // (no other thread writes either); elsewhere the caller tests and sets in two steps.
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  __attribute__((always_inline)) bool gate_word_cas(uint64_t expected,
+                                                    uint64_t desired) noexcept {
+    static_assert(offsetof(RingWriter, epoch_) == offsetof(RingWriter, gate_) + 4 &&
+                  __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    bool done;
+    // The memory operand is gate_ read and written as 8 bytes: epoch_ is named as a second
+    // operand so that the compiler knows it is read and written too.
+    asm volatile("cmpxchgq %4, %1"
+                 : "=@ccz"(done), "+m"(gate_), "+m"(epoch_), "+a"(expected)
+                 : "r"(desired));
+    return done;
+  }
+#endif
   // Adds `n` (kGateDeep or its negation) to the gate with one signal-atomic read-modify-write,
   // as gate_or: x86-64 one `add` to memory; elsewhere a relaxed atomic fetch_add. The count
   // kGateDeep keeps (see above) only ever goes up and down by one, in bits of its own.

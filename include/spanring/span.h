@@ -224,9 +224,10 @@ SPANRING_ALWAYS_INLINE bool enter_open_busy(ThreadState& t) noexcept {
 
 // Whether an explicit record starting at `ts_ns` may be written inline on thread `t`: not
 // negative, and not before what the thread's ring announced (ThreadState::early_ns). One signed
-// compare for both: early_ns is 0 or a CLOCK_MONOTONIC reading in ns, below 2^63.
+// compare for both: early_ns is at least -1. False for every ts on the closed state
+// (kClosedEarlyNs), which is what keeps emit's compare-and-exchange (enter_site_busy) off it.
 SPANRING_ALWAYS_INLINE bool ts_announced(const ThreadState& t, int64_t ts_ns) noexcept {
-  return ts_ns >= static_cast<int64_t>(t.early_ns);
+  return ts_ns > t.early_ns;
 }
 
 // The counter's ticks since `start`: read_tsc() now minus `start`, modulo 2^64. x86-64: rdtsc
@@ -403,33 +404,53 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
   return string_id(name, len);
 }
 
-// The calling code's own ImplicitSite: an inline asm that emits a zero-filled ImplicitSite
-// (SpanSite::name kSiteEmpty, everything else 0: empty key set, no literal) in the data
-// section .data.spanring_site under a local label and yields its address (a RIP-relative
-// lea). Every asm the compiler emits (each inlined Span
-// call, and each copy the optimizer makes of one) defines its own site, so the site lives in
+// The calling code's own descriptor of type `Site`: an inline asm that emits sizeof(Site)
+// bytes, the first word `kFirstWord` and the rest zero, in the data section
+// .data.spanring_site under a local label and yields its address (a RIP-relative lea). So
+// `Site` must be a standard-layout type
+// whose first member is that word and whose other bytes read as its value-initialised state
+// when zero (each user static_asserts its layout). Every asm the compiler emits (each inlined
+// call, and each copy the optimizer makes of one) defines its own descriptor, so it lives in
 // the module that holds the call and is unmapped with it, like SPANRING_SPAN's static; a local
 // label never becomes a unique symbol that keeps a plugin loaded. Volatile: left where the
-// span begins (hoisted out of a loop, the address takes a register across the whole loop).
-// x86-64 only, not for the large code model; elsewhere (aarch64: adrp and add would do, not
-// tested yet) Span(name) looks its name up in the module's table.
+// call is (hoisted out of a loop, the address takes a register across the whole loop). Used
+// for Span(name)'s ImplicitSite and emit()'s ImplicitEmitSite. x86-64 only, not for the large
+// code model; elsewhere Span(name) and emit look their strings up in the module's table.
+// aarch64 would take `adrp %0, label` and `add %0, %0, :lo12:label` for the lea (it builds and
+// the descriptor's bytes are right), but the cross-built test_emit_site_producer under
+// qemu-user hangs in its first case with it (docs/performance.md, "After the lean-emit
+// round"), so aarch64 keeps the module's table until that is understood.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
 #define SPANRING_IMPLICIT_SITE 1
-static_assert(sizeof(ImplicitSite) == 80 && offsetof(ImplicitSite, site) == 0 &&
-                  offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
-              "call_site's asm emits this layout: the name word, then 72 zero bytes");
-SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
-  ImplicitSite* site;
+#define SPANRING_SITE_ADDRESS "lea .Lspanring_site%=(%%rip), %0"
+template <class Site, uint64_t kFirstWord>
+SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
+  static_assert(std::is_standard_layout_v<Site> && std::is_trivially_destructible_v<Site> &&
+                    alignof(Site) <= 8 && sizeof(Site) >= 8 && sizeof(Site) % 8 == 0,
+                "the asm emits 8-byte aligned words: the first, then zeros");
+  Site* site;
   asm volatile(
       ".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
       ".balign 8\n"
       ".Lspanring_site%=:\n\t"
-      ".quad 0x80000000\n\t"
-      ".zero 72\n\t"
-      ".popsection\n\t"
-      "lea .Lspanring_site%=(%%rip), %0"
-      : "=r"(site));
+      ".long %c1, %c2\n\t"
+      ".zero %c3\n\t"
+      ".popsection\n\t" SPANRING_SITE_ADDRESS
+      : "=r"(site)
+      // The first word as two 32-bit halves, low first (little-endian): GCC prints no 64-bit
+      // constant outside the sign-extended 32-bit range as an operand (0x80000000 included).
+      : "i"(static_cast<uint32_t>(kFirstWord)), "i"(static_cast<uint32_t>(kFirstWord >> 32)),
+        "i"(sizeof(Site) - 8));
   return site;
+}
+#undef SPANRING_SITE_ADDRESS
+static_assert(sizeof(ImplicitSite) == 80 && offsetof(ImplicitSite, site) == 0 &&
+                  offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
+              "call_site's descriptor: the name word (kSiteEmpty), then 72 zero bytes");
+// Span(name)'s own ImplicitSite: SpanSite::name kSiteEmpty, everything else 0 (empty key set,
+// no literal).
+SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
+  return call_descriptor<ImplicitSite, kSiteEmpty>();
 }
 #else
 #define SPANRING_IMPLICIT_SITE 0
@@ -440,18 +461,27 @@ SPANRING_ALWAYS_INLINE ImplicitSite* call_site() noexcept {
 // the call and is unmapped with it; constant-initialised, shared by every thread that runs the
 // site. One site always has one literal name and one literal attribute text.
 //
-// `word`: generation << 32 | kGateOpen | name id when the record can be compact (the name has
-// an id, and the attribute text is empty or has one), laid out as SpanSite::name so that emit
-// tests the site and the thread's gate word in one XOR and shift (see SpanSite); generation
-// << 32 when it cannot; generation << 32 | kEmitSiteBusy while one thread fills the site;
-// kSiteEmpty before first use. `head`: the CompactRecord's word 6 for the site
+// `word`: generation << 32 | kGateOpen when the record can be compact (the name has an id, and
+// the attribute text is empty or has one): the gate word (RingWriter::gate_word) of a thread
+// whose ring belongs to that generation's segment and whose gate is exactly open, so that emit
+// tests the site and the thread's gate, and sets the busy bit, in one compare-and-exchange of
+// the gate word with the site's word (detail::enter_site_busy); the ids are in `head`.
+// generation << 32 | kEmitSiteOrdinary when the record cannot be compact; generation << 32 |
+// kEmitSiteBusy while one thread fills the site; kSiteEmpty before first use. Every form but
+// the first has a bit no gate ever has (kEmitSiteOrdinary, kEmitSiteBusy, kSiteEmpty), so it
+// never equals a gate word: generation << 32 alone would equal the gate word of a thread
+// without a ring whose state kept the epoch (gate 0: a forked child's thread, a pooled state a
+// new thread took before its claim), which the exchange would then mark busy and write a
+// record for. `head`: the CompactRecord's word 6 for the site
 // (RingWriter::compact_word6(kRecordCompact, name id, attrs id): both ids, 0 where there is
 // none), written by the filler after its claim of `word` (a CAS to busy) and before `word`'s
 // release; read after an acquire of `word` of the reader's generation, so it is the filler's.
 // As for SpanSite, attaching again while other threads record is not supported, so no refill
 // of a later generation overlaps a read.
 inline constexpr uint64_t kEmitSiteBusy = uint64_t{1} << 24;  // above every gate bit
-static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteBusy < (uint64_t{1} << 32));
+inline constexpr uint64_t kEmitSiteOrdinary = uint64_t{1} << 25;  // above every gate bit
+static_assert(kEmitSiteBusy > kGateDeepMask && kEmitSiteOrdinary > kEmitSiteBusy &&
+              kEmitSiteOrdinary < kSiteEmpty);
 struct EmitSite {
   std::atomic<uint64_t> word{kSiteEmpty};
   std::atomic<uint64_t> head{0};
@@ -576,6 +606,26 @@ SPANRING_ALWAYS_INLINE bool holds(const std::atomic<const char*>& at, const char
 #endif
 }
 
+// Whether `s` holds the pair (`name`, `attrs`): holds() of both, in one asm on x86-64 (a
+// `cmpq`, a `jne` past the second `cmpq`, the result from the flags), so that the caller has
+// one branch for both: with two, GCC copied the second pointer into the slow call's argument
+// register ahead of its compare, for the edge both branches share.
+SPANRING_ALWAYS_INLINE bool holds_pair(const ImplicitEmitSite& s, const char* name,
+                                       const char* attrs) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  bool same;
+  asm("cmpq %2, %1\n\t"
+      "jne 1f\n\t"
+      "cmpq %4, %3\n"
+      "1:"
+      : "=@cce"(same)
+      : "m"(s.name), "r"(name), "m"(s.attrs), "r"(attrs));
+  return same;
+#else
+  return holds(s.name, name) && holds(s.attrs, attrs);
+#endif
+}
+
 // Whether the pair (`name`, `attrs`) owns `s` (see ImplicitEmitSite): the site's pair, or the
 // site had none and this call claimed it.
 SPANRING_ALWAYS_INLINE bool claim_implicit_emit_site(ImplicitEmitSite& s, const char* name,
@@ -614,22 +664,11 @@ inline bool implicit_emit_slow(ImplicitEmitSite& s, const char* name, uint32_t n
 #if SPANRING_IMPLICIT_SITE
 static_assert(sizeof(ImplicitEmitSite) == 32 && offsetof(ImplicitEmitSite, site) == 0 &&
                   offsetof(EmitSite, word) == 0 && kSiteEmpty == 0x80000000u,
-              "call_emit_site's asm emits this layout: the word, then 24 zero bytes");
-// The calling code's own ImplicitEmitSite, as call_site() emits Span(name)'s: zero-filled but
-// for the word (kSiteEmpty), in .data.spanring_site under a local label, its address by a
-// RIP-relative lea.
+              "call_emit_site's descriptor: the word (kSiteEmpty), then 24 zero bytes");
+// emit()'s own ImplicitEmitSite, as call_site() emits Span(name)'s: zero-filled but for the
+// word (kSiteEmpty).
 SPANRING_ALWAYS_INLINE ImplicitEmitSite* call_emit_site() noexcept {
-  ImplicitEmitSite* site;
-  asm volatile(
-      ".pushsection .data.spanring_site,\"aw\",@progbits\n\t"
-      ".balign 8\n"
-      ".Lspanring_emit_site%=:\n\t"
-      ".quad 0x80000000\n\t"
-      ".zero 24\n\t"
-      ".popsection\n\t"
-      "lea .Lspanring_emit_site%=(%%rip), %0"
-      : "=r"(site));
-  return site;
+  return call_descriptor<ImplicitEmitSite, kSiteEmpty>();
 }
 #endif
 }  // namespace detail
@@ -1180,6 +1219,44 @@ class Span : private detail::SpanData {
 
 };
 
+namespace detail {
+// The inline part of SPANRING_EMIT's form of emit() at `site` (and of emit()'s at its own site,
+// once the site's pointers are the call's), for literal strings (`attrs_len` the attribute
+// text's length, 0 for none): the record written as one CompactRecord from the site's word 6
+// when the site holds ids of the segment of this thread's ring and the record can be compact,
+// ts and dur are in range, and the gate is exactly open (which also says depth <= 255:
+// kGateDeep); anything else, and a full ring, is `slow()`'s, which returns emit()'s result.
+template <class Slow>
+SPANRING_ALWAYS_INLINE bool emit_at_site(EmitSite& site, uint32_t attrs_len, int64_t ts_ns,
+                                         int64_t dur_ns, Slow&& slow) noexcept {
+  // acquire: pairs with emit_site_slow's release, so the string entries the ids name are seen
+  // ready and `head` is the filler's.
+  const uint64_t word = site.word.load(std::memory_order_acquire);
+  ThreadState* const t = t_self;
+  // ts and dur first (ts_announced also keeps the closed state out of the exchange), then the
+  // site's word against the thread's gate word with the busy bit set in the same
+  // compare-and-exchange (enter_site_busy). From there a signal handler's record is dropped
+  // and counted (reentrant_drops, announced by release_busy).
+  if (__builtin_expect(ts_announced(*t, ts_ns) && static_cast<uint64_t>(dur_ns) <= 0xffffffffu &&
+                           enter_site_busy(*t, word),
+                       1)) {
+    uint64_t pos;
+    if (__builtin_expect(t->ring.room_for_compact(pos), 1)) {
+      // relaxed: ordered after the filler's store by the acquire of `word` above.
+      const uint64_t head = site.head.load(std::memory_order_relaxed);
+      t->ring.put_compact_words(
+          pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0, static_cast<uint32_t>(dur_ns),
+          head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
+          static_cast<uint8_t>(t->depth));
+      release_open_busy(*t);
+      return true;
+    }
+    release_busy(*t);
+  }
+  return slow();
+}
+}  // namespace detail
+
 SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns,
                                  const char* attrs) noexcept {
   if (!enabled()) return false;
@@ -1193,34 +1270,18 @@ SPANRING_ALWAYS_INLINE bool emit(const char* name, int64_t ts_ns, int64_t dur_ns
     const uint32_t attrs_len = attrs == nullptr ? 0u : static_cast<uint32_t>(__builtin_strlen(attrs));
 #if SPANRING_IMPLICIT_SITE
     // The call's own descriptor (detail::ImplicitEmitSite), used as SPANRING_EMIT's site when
-    // this call's two pointers own it.
+    // this call's two pointers own it (relaxed: write-once, detail::ImplicitEmitSite).
     const char* const text = attrs != nullptr ? attrs : "";
     detail::ImplicitEmitSite& s = *detail::call_emit_site();
-    // acquire: as SPANRING_EMIT's (pairs with emit_site_slow's release).
-    const uint64_t word = s.site.word.load(std::memory_order_acquire);
-    detail::ThreadState* const t = detail::t_self;
-    // SPANRING_EMIT's test, and the site's pointers are this call's (relaxed: write-once,
-    // detail::ImplicitEmitSite).
-    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             detail::holds(s.name, name) && detail::holds(s.attrs, text) &&
-                             detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
-                         1)) {
-      // busy and room as below.
-      uint64_t pos;
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
-        // relaxed: ordered after the filler's store by the acquire of `word` above.
-        const uint64_t head = s.site.head.load(std::memory_order_relaxed);
-        t->ring.put_compact_words(
-            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
-            static_cast<uint32_t>(dur_ns), head,
-            static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
-            static_cast<uint8_t>(t->depth));
-        detail::release_open_busy(*t);
-        return true;
-      }
-      detail::release_busy(*t);
-    }
+    if (__builtin_expect(detail::holds_pair(s, name, text), 1))
+      return detail::emit_at_site(s.site, attrs_len, ts_ns, dur_ns, [&]() noexcept {
+        // SPANRING_EMIT's slow path, with the pointers read back from the site (they are this
+        // call's), so that the caller's need not be kept in the call's argument registers
+        // across the tests (GCC copied them there before each compare). relaxed: as above.
+        return detail::emit_site_slow(s.site, s.name.load(std::memory_order_relaxed), name_len,
+                                      s.attrs.load(std::memory_order_relaxed), attrs_len, ts_ns,
+                                      dur_ns);
+      });
     return detail::implicit_emit_slow(s, name, name_len, text, attrs_len, ts_ns, dur_ns);
 #else
     uint16_t name_id;
@@ -1274,32 +1335,9 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
       __builtin_strlen(attrs) <= kStringMaxBytes) {
     const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
     const uint32_t attrs_len = static_cast<uint32_t>(__builtin_strlen(attrs));
-    // acquire: pairs with emit_site_slow's release, so the string entries the ids name are
-    // seen ready and `head` is the filler's.
-    const uint64_t word = site.word.load(std::memory_order_acquire);
-    detail::ThreadState* const t = detail::t_self;
-    // As emit()'s test, with the site's word against the thread's gate word (SpanSite::name):
-    // ids of the segment of this thread's ring, a record that can be compact, an open gate
-    // (which also says depth <= 255: kGateDeep).
-    if (__builtin_expect(((word ^ t->ring.gate_word()) >> 16) == 0 &&
-                             detail::ts_announced(*t, ts_ns) &&
-                             static_cast<uint64_t>(dur_ns) <= 0xffffffffu,
-                         1)) {
-      // busy and room as in emit().
-      uint64_t pos;
-      if (__builtin_expect(detail::enter_busy(*t) && t->ring.room_for_compact(pos), 1)) {
-        // relaxed: ordered after the filler's store by the acquire of `word` above.
-        const uint64_t head = site.head.load(std::memory_order_relaxed);
-        t->ring.put_compact_words(
-            pos, static_cast<uint64_t>(ts_ns), t->inv, t->hid, 0, 0,
-            static_cast<uint32_t>(dur_ns), head, static_cast<uint64_t>(attrs_len != 0 ? kCompactAttrsText : 0) << 56,
-            static_cast<uint8_t>(t->depth));
-        detail::release_open_busy(*t);
-        return true;
-      }
-      detail::release_busy(*t);
-    }
-    return detail::emit_site_slow(site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
+    return detail::emit_at_site(site, attrs_len, ts_ns, dur_ns, [&]() noexcept {
+      return detail::emit_site_slow(site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
+    });
   }
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }

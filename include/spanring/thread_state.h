@@ -63,12 +63,16 @@ struct SPANRING_HIDDEN ThreadState {
   // that is exactly kGateOpen when the inline record path may write (a ring claimed, timed by
   // the counter, not busy, not a vfork child, no drop since the last record).
   std::atomic<uint32_t> reentrant_drops;  // records a signal handler dropped while busy
-  // An explicit record (emit) whose ts_ns is below this goes through the library, which may
-  // have to announce the process' clock anchor at the clock's origin first (span.cpp,
-  // lower_anchor): the anchor's CLOCK_MONOTONIC ns while this thread's ring was not told so,
-  // 0 once it was. Set when the ring is claimed. Below 2^63 (a CLOCK_MONOTONIC reading), so
-  // span.h's ts_announced compares it with a signed ts_ns, which also refuses a negative one.
-  uint64_t early_ns;
+  // An explicit record (emit) whose ts_ns is not above this goes through the library, which
+  // may have to announce the process' clock anchor at the clock's origin first (span.cpp,
+  // lower_anchor): the anchor's CLOCK_MONOTONIC ns minus 1 while this thread's ring was not
+  // told so, -1 once it was (set when the ring is claimed; 0 in a state that never claimed
+  // one, whose gate is closed anyway). span.h's ts_announced compares it with the signed
+  // ts_ns, which also refuses a negative one. kClosedEarlyNs in the library's closed state
+  // (src/attach.cpp), which no ts passes: emit's site test (enter_site_busy) is a
+  // compare-and-exchange, which writes the gate word even when it fails, so emit tests ts
+  // first and never reaches it on the closed state's read-only memory.
+  int64_t early_ns;
   KeyMemo key_memo[kKeyMemoSlots];
   // ---- cold: the library's only
   uint32_t no_ring_wait;  // records to drop before trying to claim a ring again
@@ -83,6 +87,8 @@ struct SPANRING_HIDDEN ThreadState {
   ThreadState* next_state;
   std::atomic<uint32_t> in_use;
 };
+// ThreadState::early_ns of the library's closed state: above every ts_ns.
+inline constexpr int64_t kClosedEarlyNs = INT64_MAX;
 // The inline record path's view of the layout (a change needs a new soname).
 static_assert(std::is_standard_layout_v<RingWriter> && sizeof(RingWriter) == 64);
 static_assert(std::is_standard_layout_v<ThreadState>);
@@ -201,6 +207,31 @@ __attribute__((always_inline)) inline void release_open_busy(ThreadState& t) noe
   t.ring.set_gate(kGateOpen);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (__builtin_expect(reentrant_pending(t), 0)) flush_reentrant(t);
+}
+
+// Enters a record write for a site word `word` (an EmitSite's, span.h: generation << 32 |
+// kGateOpen when its record can be compact; every other form has bits no gate has): when the
+// thread's gate word (RingWriter::gate_word) is `word` (a ring of the word's generation, the
+// gate exactly kGateOpen), sets kGateBusy and returns true, as a compare of the two words
+// followed by enter_busy would (the caller leaves with
+// release_busy or release_open_busy); else returns false with the gate as it was. x86-64: one
+// signal-atomic cmpxchg of the gate word (RingWriter::gate_word_cas), where the site's XOR
+// test and enter_busy's or and compare took six instructions with their branches; elsewhere
+// those two
+// steps (a gate seen open but changed before the busy bit is released again here). Never on
+// the library's closed state (read-only: cmpxchg writes the word back even when it fails):
+// callers test ts_announced first, which the closed state's early_ns (kClosedEarlyNs) fails.
+__attribute__((always_inline)) inline bool enter_site_busy(ThreadState& t,
+                                                           uint64_t word) noexcept {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  // + rather than |: one `lea` (a site word never has kGateBusy's bit, so they are the same).
+  return t.ring.gate_word_cas(word, word + kGateBusy);
+#else
+  if (word != t.ring.gate_word()) return false;
+  if (enter_busy(t)) return true;
+  release_busy(t);
+  return false;
+#endif
 }
 
 }  // namespace detail

@@ -98,6 +98,22 @@ struct TestSegment {
     }
     return out;
   }
+  // Takes every entry a lookup of `name` may probe, with other strings: `name` cannot be
+  // interned in this segment (its records are ordinary, and strings_full counts the failure).
+  void fill_probes(const char* name) {
+    const uint32_t hash = string_hash(name, static_cast<uint32_t>(std::strlen(name)));
+    StringEntry* table = seg.view().strings();
+    for (uint32_t i = 0; i < kStringProbeMax; ++i) {
+      uint32_t at = (hash + i) & (kStringTableEntries - 1);
+      if (at == 0) at = 1;
+      StringEntry& e = table[at];
+      if (e.state.load(std::memory_order_relaxed) != kStringEmpty) continue;
+      e.len = 1;
+      e.bytes[0] = '#';
+      e.hash = string_hash(e.bytes, 1);
+      e.state.store(kStringReady, std::memory_order_release);
+    }
+  }
   // The bytes of string id `id`, checked as the drainer checks them.
   std::string string(uint32_t id) {
     REQUIRE(id > 0);

@@ -220,18 +220,7 @@ TEST_CASE("a string table without room makes ordinary records and counts it, los
   TestSegment t("full");
   // Take every entry a lookup of "full.name" may probe, with other strings.
   static constexpr const char* kName = kFullName;
-  const uint32_t hash = string_hash(kName, sizeof kFullName - 1);
-  StringEntry* table = t.seg.view().strings();
-  for (uint32_t i = 0; i < kStringProbeMax; ++i) {
-    uint32_t at = (hash + i) & (kStringTableEntries - 1);
-    if (at == 0) at = 1;
-    StringEntry& e = table[at];
-    if (e.state.load(std::memory_order_relaxed) != kStringEmpty) continue;
-    e.len = 1;
-    e.bytes[0] = '#';
-    e.hash = string_hash(e.bytes, 1);
-    e.state.store(kStringReady, std::memory_order_release);
-  }
+  t.fill_probes(kName);
   const auto recs = t.records_of([] {
     full_span(1);
     full_span(2);

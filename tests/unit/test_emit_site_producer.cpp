@@ -15,6 +15,9 @@
 #include "producer_test_util.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <deque>
@@ -140,19 +143,21 @@ TEST_CASE("a SPANRING_EMIT site keeps both ids for the current attach and writes
   });
   REQUIRE(seen != nullptr);
   REQUIRE(recs.size() == 3);
+  // The word is the gate word of a thread with an open gate on a ring of this generation (what
+  // emit's compare-and-exchange compares); the ids are in head, the record's word 6.
   const uint64_t word = seen->word.load(std::memory_order_relaxed);
-  CHECK((word >> 32) == generation);
-  CHECK((word & 0xffffffffu) == (kGateOpen | static_cast<uint16_t>(word)));
+  CHECK(word == (uint64_t{generation} << 32 | kGateOpen));
   const uint64_t head = seen->head.load(std::memory_order_relaxed);
-  CHECK(head == RingWriter::compact_word6(kRecordCompact, static_cast<uint16_t>(word),
+  const auto name_id = static_cast<uint16_t>(head >> 32);
+  CHECK(head == RingWriter::compact_word6(kRecordCompact, name_id,
                                           static_cast<uint16_t>(head >> 48)));
-  CHECK(t.string(static_cast<uint16_t>(word)) == "emit.site.kept");
+  CHECK(t.string(name_id) == "emit.site.kept");
   CHECK(t.string(static_cast<uint16_t>(head >> 48)) == "k=v");
   for (size_t i = 0; i < recs.size(); ++i) {
     CAPTURE(i);
     REQUIRE((recs[i].flags() & kRecordCompact) != 0);
     const CompactRecord c = recs[i].compact();
-    CHECK(c.name == static_cast<uint16_t>(word));
+    CHECK(c.name == name_id);
     CHECK(c.keys[0] == static_cast<uint16_t>(head >> 48));
     CHECK(c.attrs == kCompactAttrsText);
     CHECK(c.ts_ns == 100 + i);
@@ -186,6 +191,77 @@ TEST_CASE("attaching again makes a SPANRING_EMIT site resolve its ids in the new
     CHECK(t2.string(c.keys[0]) == "k=v");
     CHECK(c.ts_ns == 3 + i);
   }
+}
+
+// ---- a site whose record cannot be compact (span.h, EmitSite: kEmitSiteOrdinary)
+
+namespace {
+// One SPANRING_EMIT site and one plain emit call (its own site on x86-64), both with names the
+// test keeps out of the table; each site's descriptor is the same at every call.
+__attribute__((noinline)) bool emit_ordinary_site(int64_t ts) {
+  return SPANRING_EMIT("emit.ordinary.site", ts, 5, "k=v");
+}
+__attribute__((noinline)) bool emit_ordinary_plain(int64_t ts) {
+  return emit("emit.ordinary.plain", ts, 5, "k=v");
+}
+}  // namespace
+
+TEST_CASE("a forked child whose thread lost its ring never writes inline at a site that cannot be compact") {
+  // The child's forking thread keeps its ring's epoch with a gate of 0 (no ring): a site word
+  // of the same generation must not equal that gate word less an id, or emit's
+  // compare-and-exchange (enter_site_busy) would take the gate and write a compact record
+  // through the parent's stale ring writer.
+  TestSegment t("emit_ordinary_fork");
+  // Both names kept out of the table: each site holds the word of a record that cannot be
+  // compact.
+  t.fill_probes("emit.ordinary.site");
+  t.fill_probes("emit.ordinary.plain");
+  uint32_t parent_ring = ~0u;
+  uint64_t parent_head = 0;
+  int status = -1;
+  pid_t child = -1;
+  std::thread([&] {
+    CHECK(emit_ordinary_site(10));
+    CHECK(emit_ordinary_plain(11));
+    CHECK(emit_ordinary_site(12));
+    CHECK(emit_ordinary_plain(13));
+    const auto tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    for (uint32_t i = 0; i < t.seg.ring_count(); ++i)
+      if (t.seg.ring(i).owner_tid == tid) parent_ring = i;
+    REQUIRE(parent_ring != ~0u);
+    parent_head = t.seg.ring(parent_ring).head.load(std::memory_order_acquire);
+    child = ::fork();
+    if (child == 0) {
+      // The child: both sites again, on a ring of its own (claimed by the library), then exit.
+      const bool ok = emit_ordinary_site(20) && emit_ordinary_plain(21);
+      ::_exit(ok ? 0 : 1);
+    }
+    if (child > 0) ::waitpid(child, &status, 0);
+  }).join();
+  REQUIRE(child > 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The parent's ring holds its own four ordinary records and nothing from the child.
+  CHECK(t.seg.ring(parent_ring).head.load(std::memory_order_acquire) == parent_head);
+  const auto parent = t.slots_of(parent_ring);
+  REQUIRE(parent.size() == 4);
+  for (const Slot& s : parent) CHECK((s.flags() & kRecordCompact) == 0);
+  bool found = false;
+  for (uint32_t i = 0; i < t.seg.ring_count(); ++i) {
+    if (t.seg.ring(i).owner_pid != static_cast<uint32_t>(child)) continue;
+    const auto recs = t.slots_of(i);
+    REQUIRE(recs.size() == 2);
+    for (size_t k = 0; k < recs.size(); ++k) {
+      CAPTURE(k);
+      REQUIRE((recs[k].flags() & kRecordCompact) == 0);
+      const RecordHeader h = recs[k].header();
+      CHECK(h.ts_ns == 20 + k);
+      CHECK(recs[k].payload.substr(0, h.name_len) ==
+            (k == 0 ? "emit.ordinary.site" : "emit.ordinary.plain"));
+    }
+    found = true;
+  }
+  CHECK(found);
 }
 
 // ---- depth past 255 (kGateDeep, ring_writer.h): a compact record's depth is one byte, so an
@@ -316,6 +392,16 @@ bool all_zero(const void* p, size_t n) {
   return true;
 }
 
+// Whether `p` is the closed state as the library built it: zero but for early_ns, which is
+// kClosedEarlyNs (no explicit record passes ts_announced on it).
+bool closed_as_built(const detail::ThreadState* p) {
+  if (p->early_ns != detail::kClosedEarlyNs) return false;
+  unsigned char b[sizeof *p];
+  std::memcpy(b, p, sizeof b);
+  std::memset(b + offsetof(detail::ThreadState, early_ns), 0, sizeof p->early_ns);
+  return all_zero(b, sizeof b);
+}
+
 // A record's name, compact or ordinary.
 std::string record_name(TestSegment& t, const Slot& s) {
   if ((s.flags() & kRecordCompact) != 0) return t.string(s.compact().name);
@@ -335,7 +421,11 @@ TEST_CASE("a thread's first record through each API takes a state and leaves the
   CHECK(closed->ring.gate_word() == 0);
   CHECK(!detail::gate_open(*closed));
   CHECK(!detail::text_gate_open(*closed));
-  CHECK(all_zero(closed, sizeof *closed));
+  // No ts passes on it, so emit's compare-and-exchange (enter_site_busy), which writes the
+  // gate word even when it fails, never runs on its read-only memory.
+  CHECK(!detail::ts_announced(*closed, 0));
+  CHECK(!detail::ts_announced(*closed, INT64_MAX));
+  CHECK(closed_as_built(closed));
   struct First {
     const char* name;
     std::function<void()> record;
@@ -371,7 +461,7 @@ TEST_CASE("a thread's first record through each API takes a state and leaves the
     REQUIRE(recs.size() == 1);
     CHECK(record_name(t, recs[0]) == f.name);
   }
-  CHECK(all_zero(closed, sizeof *closed));
+  CHECK(closed_as_built(closed));
 }
 
 namespace {
@@ -417,5 +507,5 @@ TEST_CASE("thread exit points t_self at the closed state, and a record after it 
   CHECK(a.was_closed);
   CHECK(a.recorded);
   CHECK(a.took_state);
-  CHECK(all_zero(a.closed, sizeof *a.closed));
+  CHECK(closed_as_built(a.closed));
 }
