@@ -113,6 +113,12 @@ class UringWriter {
   uint64_t taken_while_writing() const noexcept {
     return taken_while_writing_.load(std::memory_order_acquire);
   }
+  // True while the writer thread sleeps on its eventfd with writes in flight (for tests: a
+  // buffer handed over then is taken while those writes are still in flight, unless one
+  // completes first). Relaxed: a hint that the caller polls, ordering nothing.
+  bool sleeps_on_writes() const noexcept {
+    return writer_sleeps_.load(std::memory_order_relaxed);
+  }
 
  private:
   void run();              // the io_uring writer thread
