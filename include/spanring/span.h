@@ -1335,9 +1335,14 @@ SPANRING_ALWAYS_INLINE bool emit(detail::EmitSite& site, const char* name, int64
       __builtin_strlen(attrs) <= kStringMaxBytes) {
     const uint32_t name_len = static_cast<uint32_t>(__builtin_strlen(name));
     const uint32_t attrs_len = static_cast<uint32_t>(__builtin_strlen(attrs));
-    return detail::emit_at_site(site, attrs_len, ts_ns, dur_ns, [&]() noexcept {
-      return detail::emit_site_slow(site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
-    });
+    // Captured by value: a reference capture takes the parameters' addresses, after which
+    // GCC (12, aarch64) no longer folds the __builtin_constant_p tests above to true and every
+    // call took emit_text.
+    return detail::emit_at_site(
+        site, attrs_len, ts_ns, dur_ns,
+        [&site, name, name_len, attrs, attrs_len, ts_ns, dur_ns]() noexcept {
+          return detail::emit_site_slow(site, name, name_len, attrs, attrs_len, ts_ns, dur_ns);
+        });
   }
   return detail::emit_text(name, ts_ns, dur_ns, attrs);
 }

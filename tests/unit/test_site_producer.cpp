@@ -16,6 +16,7 @@
 
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -676,6 +677,25 @@ TEST_CASE("a span begun inline that lasts 2^32 counter ticks or more is ordinary
   // library (end_at), which must be given the end the span had (the start plus the
   // difference). The site's first span fills it, so the second is the one begun inline. About
   // 1.7 s of waiting on a 2.6 GHz counter (no timing is asserted: the wait ends on the counter).
+  // A counter slower than ~0.55 GHz (aarch64's generic timer runs at 1 GHz or less, 62.5 MHz
+  // under qemu-user) takes more than 8 s to get there: skipped, with the rate said.
+  {
+    timespec a{}, b{};
+    ::clock_gettime(CLOCK_MONOTONIC, &a);
+    const uint64_t c0 = detail::read_tsc();
+    ::usleep(50000);
+    const uint64_t c1 = detail::read_tsc();
+    ::clock_gettime(CLOCK_MONOTONIC, &b);
+    const double ns = static_cast<double>(b.tv_sec - a.tv_sec) * 1e9 +
+                      static_cast<double>(b.tv_nsec - a.tv_nsec);
+    const double ghz = static_cast<double>(c1 - c0) / ns;
+    const double seconds = static_cast<double>((uint64_t{1} << 32) + (uint64_t{1} << 28)) / ghz / 1e9;
+    if (!(seconds <= 8.0)) {
+      MESSAGE("the counter runs at " << ghz << " GHz here: 2^32 ticks take " << seconds
+                                     << " s; skipped");
+      return;
+    }
+  }
   TestSegment t("site_long");
   uint64_t waited = 0;
   bool inline_path = false;
