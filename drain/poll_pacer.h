@@ -11,13 +11,7 @@
 //     8x the last one still finds room);
 //   - a poll that found nothing waits doubling from kFirstWaitUs, up to kWarmMaxUs while
 //     records came, or a ring was claimed, in the last kWarmNs (or the loop started that
-//     recently: a program's first records come right after it starts), else up to kIdleMaxUs;
-//     and within kFastNs of records, at most the time the busiest ring takes to fill an eighth
-//     of itself at the fastest rate measured lately (fast_slots_per_ns_), at least kFirstWaitUs:
-//     a producer that pauses (descheduled, its CPU shared) and goes on at 80 M slots/s fills a
-//     65,536-slot ring in 0.8 ms, and a 1 ms wait found the ring already full at 57% of such
-//     restarts (docs/performance.md, "The ring's round trip"); a slower producer keeps the
-//     1 ms (4 M slots/s: 2 ms for an eighth).
+//     recently: a program's first records come right after it starts), else up to kIdleMaxUs.
 //
 // The idle wait ends early when a producer claims a ring (Drainer::wait_for_claim: the claim,
 // a thread's first record and already the producer's slow path, wakes the drainer through a
@@ -59,10 +53,6 @@ class PollPacer {
   static constexpr int64_t kIdleMaxUs = 20000;
   static constexpr int64_t kActiveMaxUs = 1000; // longest wait after a poll that found records
   static constexpr int64_t kWarmNs = 1'000'000'000;  // records this recent keep the loop warm
-  // Records this recent bound an empty poll's wait by the remembered fill rate: a producer
-  // that pauses for longer is not expected back at once, and an idle drainer must not poll
-  // every 100 us for a second after a fast burst (20 ms: several time slices of a shared CPU).
-  static constexpr int64_t kFastNs = 20'000'000;
   // The fill a poll aims to find in the busiest ring: an eighth of a ring, so that a rate
   // eight times the one measured still finds room.
   static constexpr uint64_t kTargetDivisor = 8;
@@ -89,13 +79,6 @@ class PollPacer {
     if (records != 0 || peak_slots != 0) {
       last_records_ = now;
       idle_wait_us_ = 0;
-      // The fill rate remembered for the waits of empty polls: the fastest lately, a quarter
-      // forgotten at every poll that found records, so that a producer that slowed down is
-      // followed within a few polls. (The peak of one poll undercounts a ring that was full.)
-      if (since_ns > 0)
-        fast_slots_per_ns_ =
-            std::max(static_cast<double>(peak_slots) / static_cast<double>(since_ns),
-                     fast_slots_per_ns_ * 0.75);
       if (peak_slots >= target_slots_ || since_ns <= 0) return 0;
       // The time the busiest ring takes to fill target_slots_ at the rate it just had.
       const double us = static_cast<double>(since_ns) / 1000.0 *
@@ -103,13 +86,7 @@ class PollPacer {
       return static_cast<int64_t>(std::min<double>(us, kActiveMaxUs));
     }
     const bool warm = now - last_records_ < std::chrono::nanoseconds(kWarmNs);
-    int64_t max_us = warm ? kWarmMaxUs : kIdleMaxUs;
-    if (now - last_records_ < std::chrono::nanoseconds(kFastNs) && fast_slots_per_ns_ > 0) {
-      const double fill_us =
-          static_cast<double>(target_slots_) / fast_slots_per_ns_ / 1000.0;
-      if (fill_us < static_cast<double>(max_us))
-        max_us = std::max<int64_t>(static_cast<int64_t>(fill_us + 0.5), kFirstWaitUs);
-    }
+    const int64_t max_us = warm ? kWarmMaxUs : kIdleMaxUs;
     idle_wait_us_ = idle_wait_us_ == 0 ? kFirstWaitUs : std::min(idle_wait_us_ * 2, max_us);
     idle_wait_us_ = std::min(idle_wait_us_, max_us);
     return idle_wait_us_;
@@ -120,7 +97,6 @@ class PollPacer {
   Clock::time_point last_poll_;
   Clock::time_point last_records_;
   int64_t idle_wait_us_ = 0;
-  double fast_slots_per_ns_ = 0;  // the fill rate remembered (see after_poll)
 };
 
 }  // namespace spanring

@@ -62,36 +62,3 @@ TEST_CASE("a poll that saw a ring claimed restarts the waits at 50 us, warm (up 
   for (int i = 0; i < 20; ++i) w = p.after_poll(t += 100ms, 0, 0);
   CHECK(w == PollPacer::kIdleMaxUs);
 }
-
-TEST_CASE("after a fast fill, an empty poll waits at most an eighth of the ring at that rate") {
-  const auto t0 = PollPacer::Clock::time_point{} + 1h;
-  PollPacer p(65536, t0);
-  auto t = t0;
-  p.after_poll(t += 100us, 0, 0);
-  // 8,192 slots (an eighth) in 100 us: 82 M slots/s, then the producer pauses.
-  CHECK(p.after_poll(t += 100us, 8192, 8192) == 0);
-  int64_t w = 0;
-  for (int i = 0; i < 10; ++i) w = p.after_poll(t += 1us, 0, 0);
-  CHECK(w == 100);  // not kWarmMaxUs: the ring would be an eighth full again by then
-  // Past kFastNs without records the warm limit holds again.
-  t += std::chrono::nanoseconds(PollPacer::kFastNs);
-  for (int i = 0; i < 10; ++i) w = p.after_poll(t += 1us, 0, 0);
-  CHECK(w == PollPacer::kWarmMaxUs);
-}
-
-TEST_CASE("a slow fill keeps the warm wait of 1 ms, and the bound is never below 50 us") {
-  const auto t0 = PollPacer::Clock::time_point{} + 1h;
-  PollPacer slow(65536, t0);
-  auto t = t0;
-  slow.after_poll(t += 1ms, 0, 0);
-  slow.after_poll(t += 1ms, 4000, 4000);  // 4 M slots/s: an eighth takes 2 ms
-  int64_t w = 0;
-  for (int i = 0; i < 10; ++i) w = slow.after_poll(t += 1us, 0, 0);
-  CHECK(w == PollPacer::kWarmMaxUs);
-  PollPacer fast(65536, t0);
-  t = t0;
-  fast.after_poll(t += 1us, 0, 0);
-  fast.after_poll(t += 1us, 8000, 8000);  // 8 G slots/s: an eighth in 1 us
-  for (int i = 0; i < 10; ++i) w = fast.after_poll(t += 1us, 0, 0);
-  CHECK(w == PollPacer::kFirstWaitUs);
-}
