@@ -291,9 +291,11 @@ struct Sample {
   uint64_t drops = 0;       // sum of every ring's producer drop counter
   uint64_t file_bytes = 0;
   long long drainer_cpu_ns = 0;
+  long long producer_cpu_ns = 0;  // every thread of the producer process, on its CPU
 };
 
-Sample sample(const spanring::Segment& seg, const std::string& out, pid_t drainer) {
+Sample sample(const spanring::Segment& seg, const std::string& out, pid_t drainer,
+              pid_t producer) {
   Sample s;
   s.ns = bench::mono_ns();
   for (uint32_t i = 0; i < seg.ring_count(); ++i) {
@@ -311,6 +313,7 @@ Sample sample(const spanring::Segment& seg, const std::string& out, pid_t draine
   struct stat st {};
   if (::stat(out.c_str(), &st) == 0) s.file_bytes = static_cast<uint64_t>(st.st_size);
   s.drainer_cpu_ns = bench::proc_cpu_ns(drainer);
+  s.producer_cpu_ns = bench::proc_cpu_ns(producer);
   return s;
 }
 
@@ -329,6 +332,10 @@ struct RunResult {
   uint64_t max_burst = 0;    // paced: ProducerReport::max_burst
   double max_gap_ms = 0;     // paced: ProducerReport::max_gap_ns, in ms
   double drainer_cpu = 0;    // fraction of one core, in the window
+  // The producers' share of their CPU in the window (all threads together; one core = 1). A
+  // flat-out producer below 1 was descheduled for the rest (its CPU is shared): then the
+  // drained rate measures how much of each of its time slices a ring holds, not the drainer.
+  double producer_cpu = 0;
   double slots_per_record = 0;  // ring slots the drainer consumed per record, in the window
   double window_s = 0;
   double sync_before_s = 0;  // syncfs of the output filesystem before the drainer started
@@ -385,9 +392,9 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
   // The window: from 20% into the run to 90% of it (the start fills empty rings; the end
   // races the producers' stop).
   sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.2e6), r.peak_dirty_kb);
-  const Sample a = sample(seg, out, drainer.pid);
+  const Sample a = sample(seg, out, drainer.pid, child);
   sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.7e6), r.peak_dirty_kb);
-  const Sample b = sample(seg, out, drainer.pid);
+  const Sample b = sample(seg, out, drainer.pid, child);
   sleep_watching_dirty(static_cast<int64_t>(o.seconds * 0.1e6), r.peak_dirty_kb);
   ProducerReport rep{};
   size_t got = 0;
@@ -423,6 +430,7 @@ RunResult run_one(const Options& o, const std::string& tmp, const std::string& f
   r.bytes_per_line = recs > 0 ? static_cast<double>(b.file_bytes - a.file_bytes) / recs : 0;
   r.window_drops = b.drops - a.drops;
   r.drainer_cpu = static_cast<double>(b.drainer_cpu_ns - a.drainer_cpu_ns) / 1e9 / dt;
+  r.producer_cpu = static_cast<double>(b.producer_cpu_ns - a.producer_cpu_ns) / 1e9 / dt;
   r.attempted = rep.attempted;
   r.max_burst = rep.max_burst;
   r.max_gap_ms = static_cast<double>(rep.max_gap_ns) / 1e6;
@@ -638,10 +646,10 @@ int main(int argc, char** argv) {
   std::printf("| output | producers | mode | offered rec/s | drained rec/s | MB/s | bytes/record | "
               "drops (window) | written / dropped (drainer summary) | drainer CPU (one core = "
               "100%%) | rec/s per drainer CPU-s | paced: largest catch-up, records (longest "
-              "producer gap) |\n");
-  std::printf("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
+              "producer gap) | producer CPU (its core = 100%%) |\n");
+  std::printf("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
   for (const auto& r : runs) {
-    std::printf("| %s | %d | %s | %s | %s | %.0f | %.0f | %llu | %lld / %lld | %.0f%% | %s | %s |%s\n",
+    std::printf("| %s | %d | %s | %s | %s | %.0f | %.0f | %llu | %lld / %lld | %.0f%% | %s | %s | %.0f%% |%s\n",
                 r.format == "binary" ? "binary" : "[STRACE] text", r.threads,
                 r.paced ? bench::fmt("paced %.1f M/s",
                                      (r.format == "binary" ? o.paced_rate_binary : o.paced_rate) /
@@ -655,7 +663,7 @@ int main(int argc, char** argv) {
                            (r.max_burst > o.ring_records ? ", more than a ring" : ""))
                               .c_str()
                         : "",
-                r.ok ? "" : (" ERROR: " + r.error).c_str());
+                r.producer_cpu * 100, r.ok ? "" : (" ERROR: " + r.error).c_str());
   }
   // The page cache of each configuration: was it the drainer or the disk?
   std::printf("\nThe output filesystem (%s): ", tmp.substr(0, tmp.rfind('/')).c_str());
@@ -776,6 +784,7 @@ int main(int argc, char** argv) {
                            {"window_drops", r.window_drops}, {"written", r.total_written},
                            {"max_burst", r.max_burst}, {"max_gap_ms", r.max_gap_ms},
                            {"dropped", r.total_dropped}, {"drainer_cpu", r.drainer_cpu},
+                           {"producer_cpu", r.producer_cpu},
                            {"slots_per_record", r.slots_per_record},
                            {"sync_before_s", r.sync_before_s}, {"stop_s", r.stop_s},
                            {"dirty_start_kb", r.dirty_start.dirty_kb},

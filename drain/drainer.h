@@ -177,6 +177,8 @@ class Drainer {
     uint32_t claiming_seen = 0;  // consecutive owner checks that found the ring mid-claim
     uint64_t first_seq = 0;   // next_seq when adopted: the first this drainer drains
     uint64_t seen_head = 0;   // head as the last poll read it (has the producer moved since?)
+    uint64_t handed_pos = 0;  // read position at the last hand-off of a buffer with its records:
+                              //   the slots from here to position() are in the current buffer
   };
 
   void drain_ring(uint32_t index, bool final_pass);

@@ -18,7 +18,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace spanring;
 
@@ -35,14 +39,70 @@ uint64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
+// Runs `body` in a thread of its own: its ring is released when it exits, so that the next test
+// case can attach this process to another segment.
+template <class F>
+void in_thread(F&& body) {
+  std::thread t(std::forward<F>(body));
+  t.join();
+}
+
+// A destination whose buffers stay on their way until the test lets them go: what a poll does
+// while earlier buffers are still being written.
+class HeldDestination final : public Destination {
+ public:
+  static constexpr size_t kBytes = 1u << 20;
+  void attach(DestinationEvents& events, size_t) override { events_ = &events; }
+  uint64_t dev() const noexcept override { return 0; }
+  uint64_t ino() const noexcept override { return 0; }
+  uint64_t kept_bytes() const noexcept override { return 0; }
+  const std::string& name() const noexcept override { return name_; }
+  Buffer* take() override {
+    auto b = std::make_unique<Buffer>();
+    b->data = std::make_unique<char[]>(kBytes);
+    b->capacity = kBytes;
+    buffers_.push_back(std::move(b));
+    return buffers_.back().get();
+  }
+  Buffer* take_closing() override { return take(); }
+  void give_back(Buffer*) noexcept override {}
+  void submit(Buffer* b, const Commit&) override {
+    held_.push_back(b);
+    ++submitted;
+  }
+  bool collect(int64_t) override {
+    if (held_.empty()) return false;
+    while (release && !held_.empty()) {
+      held_.pop_front();
+      events_->durable(false, 0);
+    }
+    return true;
+  }
+  size_t in_flight() const noexcept override { return held_.size(); }
+  bool eager() const noexcept override { return true; }
+  bool finish() override {
+    release = true;
+    collect(0);
+    return true;
+  }
+  bool release = false;  // collect() reports the held buffers durable
+  uint64_t submitted = 0;
+
+ private:
+  DestinationEvents* events_ = nullptr;
+  std::string name_ = "held";
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::deque<Buffer*> held_;
+};
+
 }  // namespace
 
 TEST_CASE("a poll hands a quarter-filled buffer to an idle file, and keeps less than that") {
   const std::string name = "spanring-test-eager-" + std::to_string(::getpid());
   const std::string path = "/tmp/" + name + ".strace";
   Segment seg = Segment::create(name, SegmentOptions{4, 16384});
-  REQUIRE(attach(name.c_str()));
-  {
+  in_thread([&] {
+    REQUIRE(attach(name.c_str()));
     OutputFiles out(path, 0, UringWriter::Fallback::kSynchronous, OutputLimits{});
     REQUIRE(out.eager());
     TextSink sink;
@@ -75,7 +135,40 @@ TEST_CASE("a poll hands a quarter-filled buffer to an idle file, and keeps less 
       tails += seg.ring(i).tail.load(std::memory_order_acquire);
     CHECK(tails == 100 + first);
     CHECK(drainer.finish(false));
-  }
+  });
   Segment::remove(name);
   ::unlink(path.c_str());
+}
+
+TEST_CASE("records read while most of the ring is on its way to the file stay in the buffer "
+          "until a quarter of the ring is in it") {
+  const std::string name = "spanring-test-held-" + std::to_string(::getpid());
+  constexpr uint32_t kSlots = 16384;  // a quarter: 4,096 one-slot records
+  Segment seg = Segment::create(name, SegmentOptions{4, kSlots});
+  in_thread([&] {
+    REQUIRE(attach(name.c_str()));
+    HeldDestination out;
+    TextSink sink;
+    Drainer drainer(seg, out, sink);
+    // More than a quarter of the ring: read and handed over, and held on its way.
+    write_records(5000);
+    CHECK(drainer.poll() + drainer.poll() == 5000);
+    CHECK(out.submitted == 1);
+    CHECK(out.in_flight() == 1);
+    // A few more records while those 5,000 slots wait for the file: read into the next buffer
+    // and kept there (handing them over would make a write of a few lines each time).
+    write_records(10);
+    CHECK(drainer.poll() + drainer.poll() == 10);
+    CHECK(out.submitted == 1);
+    // A quarter of the ring in this buffer: handed over at once, whatever is in flight.
+    write_records(kSlots / 4);
+    CHECK(drainer.poll() + drainer.poll() == kSlots / 4);
+    CHECK(out.submitted == 2);
+    CHECK(drainer.finish(false));
+    uint64_t tails = 0;
+    for (uint32_t i = 0; i < seg.ring_count(); ++i)
+      tails += seg.ring(i).tail.load(std::memory_order_acquire);
+    CHECK(tails == 5010 + kSlots / 4);
+  });
+  Segment::remove(name);
 }
