@@ -422,7 +422,6 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
 // round"), so aarch64 keeps the module's table until that is understood.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
 #define SPANRING_IMPLICIT_SITE 1
-#define SPANRING_SITE_ADDRESS "lea .Lspanring_site%=(%%rip), %0"
 template <class Site, uint64_t kFirstWord>
 SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
   static_assert(std::is_standard_layout_v<Site> && std::is_trivially_destructible_v<Site> &&
@@ -435,7 +434,8 @@ SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
       ".Lspanring_site%=:\n\t"
       ".long %c1, %c2\n\t"
       ".zero %c3\n\t"
-      ".popsection\n\t" SPANRING_SITE_ADDRESS
+      ".popsection\n\t"
+      "lea .Lspanring_site%=(%%rip), %0"
       : "=r"(site)
       // The first word as two 32-bit halves, low first (little-endian): GCC prints no 64-bit
       // constant outside the sign-extended 32-bit range as an operand (0x80000000 included).
@@ -443,7 +443,6 @@ SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
         "i"(sizeof(Site) - 8));
   return site;
 }
-#undef SPANRING_SITE_ADDRESS
 static_assert(sizeof(ImplicitSite) == 80 && offsetof(ImplicitSite, site) == 0 &&
                   offsetof(SpanSite, name) == 0 && kSiteEmpty == 0x80000000u,
               "call_site's descriptor: the name word (kSiteEmpty), then 72 zero bytes");

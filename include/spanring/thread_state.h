@@ -213,14 +213,13 @@ __attribute__((always_inline)) inline void release_open_busy(ThreadState& t) noe
 // kGateOpen when its record can be compact; every other form has bits no gate has): when the
 // thread's gate word (RingWriter::gate_word) is `word` (a ring of the word's generation, the
 // gate exactly kGateOpen), sets kGateBusy and returns true, as a compare of the two words
-// followed by enter_busy would (the caller leaves with
-// release_busy or release_open_busy); else returns false with the gate as it was. x86-64: one
-// signal-atomic cmpxchg of the gate word (RingWriter::gate_word_cas), where the site's XOR
-// test and enter_busy's or and compare took six instructions with their branches; elsewhere
-// those two
-// steps (a gate seen open but changed before the busy bit is released again here). Never on
-// the library's closed state (read-only: cmpxchg writes the word back even when it fails):
-// callers test ts_announced first, which the closed state's early_ns (kClosedEarlyNs) fails.
+// followed by enter_busy would (the caller leaves with release_busy or release_open_busy);
+// else returns false with the gate as it was. x86-64: one signal-atomic cmpxchg of the gate
+// word (RingWriter::gate_word_cas), where the site's XOR test and enter_busy's or and compare
+// took six instructions with their branches; elsewhere those two steps (a gate seen open but
+// changed before the busy bit is released again here). Never on the library's closed state
+// (read-only: cmpxchg writes the word back even when it fails): callers test ts_announced
+// first, which the closed state's early_ns (kClosedEarlyNs) fails.
 __attribute__((always_inline)) inline bool enter_site_busy(ThreadState& t,
                                                            uint64_t word) noexcept {
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
