@@ -406,7 +406,7 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
 
 // The calling code's own descriptor of type `Site`: an inline asm that emits sizeof(Site)
 // bytes, the first word `kFirstWord` and the rest zero, in the data section
-// .data.spanring_site under a local label and yields its address (a RIP-relative lea). So
+// .data.spanring_site under a local label and yields its address (PC-relative, below). So
 // `Site` must be a standard-layout type
 // whose first member is that word and whose other bytes read as its value-initialised state
 // when zero (each user static_asserts its layout). Every asm the compiler emits (each inlined
@@ -414,13 +414,12 @@ inline uint32_t implicit_site_id(ImplicitSite& s, const char* name, uint32_t len
 // the module that holds the call and is unmapped with it, like SPANRING_SPAN's static; a local
 // label never becomes a unique symbol that keeps a plugin loaded. Volatile: left where the
 // call is (hoisted out of a loop, the address takes a register across the whole loop). Used
-// for Span(name)'s ImplicitSite and emit()'s ImplicitEmitSite. x86-64 only, not for the large
-// code model; elsewhere Span(name) and emit look their strings up in the module's table.
-// aarch64 would take `adrp %0, label` and `add %0, %0, :lo12:label` for the lea (it builds and
-// the descriptor's bytes are right), but the cross-built test_emit_site_producer under
-// qemu-user hangs in its first case with it (docs/performance.md, "After the lean-emit
-// round"), so aarch64 keeps the module's table until that is understood.
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__code_model_large__)
+// for Span(name)'s ImplicitSite and emit()'s ImplicitEmitSite. x86-64 (a RIP-relative `lea`)
+// and aarch64 (`adrp` and `add` of the label's low 12 bits), not for the large code model,
+// whose labels may lie beyond either's reach; elsewhere Span(name) and emit look their strings
+// up in the module's table.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__)) && \
+    !defined(__code_model_large__) && !defined(__AARCH64_CMODEL_LARGE__)
 #define SPANRING_IMPLICIT_SITE 1
 template <class Site, uint64_t kFirstWord>
 SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
@@ -435,7 +434,12 @@ SPANRING_ALWAYS_INLINE Site* call_descriptor() noexcept {
       ".long %c1, %c2\n\t"
       ".zero %c3\n\t"
       ".popsection\n\t"
+#if defined(__x86_64__)
       "lea .Lspanring_site%=(%%rip), %0"
+#else
+      "adrp %0, .Lspanring_site%=\n\t"
+      "add %0, %0, :lo12:.Lspanring_site%="
+#endif
       : "=r"(site)
       // The first word as two 32-bit halves, low first (little-endian): GCC prints no 64-bit
       // constant outside the sign-extended 32-bit range as an operand (0x80000000 included).
