@@ -147,9 +147,9 @@ class SegmentNameWatch {
 };
 
 // When to poll next: drain/poll_pacer.h (an eighth of the busiest ring per poll, doubling
-// waits when idle, up to 1 ms while records are recent and 20 ms after). While writes are in
-// flight the wait is for the writer to hand a buffer back, so that tails advance as soon as
-// the bytes are in the file.
+// waits when idle, up to 1 ms while records are recent and 20 ms after; at most 2 ms after a
+// poll that found records). While writes are in flight the wait is for the writer to hand a
+// buffer back, so that tails advance as soon as the bytes are in the file.
 //
 // A partly filled buffer goes to the writer once no record came for kIdleFlush (and at the
 // latest every 100 ms, busy or not), not at every poll that found nothing: a workload that

@@ -24,8 +24,8 @@
 // is not outrun; a ring claimed long ago that starts a burst while the drainer sleeps holds
 // 65,536 slots, which one thread flat out (~60 ns a one-slot span here) fills in ~4 ms, so a
 // burst of 20,000 one-slot spans is whole whenever it comes, and a longer one is read while it
-// goes on (the warm wait is 1 ms). A steady producer is read in batches of ~4,096 slots, once
-// per batch.
+// goes on (the warm wait is 1 ms, the wait after a poll that found records at most 2 ms). A
+// steady producer is read in batches of ~4,096 slots, once per batch.
 //
 // Rejected: polling at a fixed short interval (a poll of 256 silent rings every 1 ms is ~1% of
 // a core); a producer that wakes the drainer at any record but its first (a futex or eventfd
@@ -51,7 +51,15 @@ class PollPacer {
   // here) and a look at every owned ring; with 256 silent owners, 10 ms was ~0.5% of a core.
   // A ring of the default size still holds 20 ms of a thread writing 1.6 M slots/s.
   static constexpr int64_t kIdleMaxUs = 20000;
-  static constexpr int64_t kActiveMaxUs = 1000; // longest wait after a poll that found records
+  // Longest wait after a poll that found records. Each poll reads every owned ring's head
+  // line, and the producer's next store to it must take the line back: in bench_interference
+  // (20-record batches, 200 us pauses, so the rate rule alone says ~90 ms) the drainer
+  // added 1.5-2.6 ns per emit record at 16 threads with 1 ms, 0.3-1.6 with 2 ms and 0-0.8 with
+  // 4 ms (p50 live - stopped by place in the page, docs/performance.md "The producer with the
+  // faster drainer running / stopped"). 2 ms, not more: a ring that a producer takes from a
+  // trickle to flat out right after a poll must hold what comes until the next one, and 65,536
+  // slots are ~4 ms of one thread writing ~60 ns spans.
+  static constexpr int64_t kActiveMaxUs = 2000;
   static constexpr int64_t kWarmNs = 1'000'000'000;  // records this recent keep the loop warm
   // The fill a poll aims to find in the busiest ring: an eighth of a ring, so that a rate
   // eight times the one measured still finds room.

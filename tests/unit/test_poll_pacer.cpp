@@ -39,7 +39,7 @@ TEST_CASE("a poll that found records waits for an eighth of the busiest ring at 
   p.after_poll(t += 100us, 0, 0);
   // 512 slots in 100 us: 4,096 (an eighth) take 800 us.
   CHECK(p.after_poll(t += 100us, 512, 512) == 800);
-  // Slower than an eighth per ms: at most 1 ms.
+  // Slower than an eighth in kActiveMaxUs: at most kActiveMaxUs (2 ms).
   CHECK(p.after_poll(t += 800us, 10, 10) == PollPacer::kActiveMaxUs);
   // An eighth or more already: poll again at once.
   CHECK(p.after_poll(t += 1ms, 4096, 4096) == 0);
