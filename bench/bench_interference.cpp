@@ -19,15 +19,20 @@
 // shared line at all (a VM's vCPUs may share a physical core, its caches or its power budget);
 // live / spin is then what is left for the drainer's reads of the producer's lines.
 //
-// The batches' places in the ring (--by-position): each record takes one slot, so a thread's
-// batches start 40 slots apart and visit only 8 places of a 4 KiB page of slots (64 slots),
-// the same 8 in every phase. The batch that first stores to a new page pays its page walk
-// (a software prefetch does not walk), so some of the 8 places are slow in every kind of
-// phase; with the flag, the p50 of live and of stopped batches is shown per place (the record
-// count at the batch's start modulo 64, a thread's own count: the ring's offset from it is
-// fixed), for the emit arm, so that what the drainer adds at a place is told apart from the
-// share of slow places that the overall p50 falls between.
-//
+// The batches' places in the ring: each record takes one slot, and the batch that first stores
+// to a new 4 KiB page of slots (64 slots) pays its page walk (a software prefetch does not
+// walk), in every kind of phase. Without a spacer a thread's batches start 40 slots apart and
+// visit only 8 places of a page, the same 8 in every phase, of which exactly half hold a
+// page's first store: the p50 then falls on the edge between two modes and jumps between
+// them from run to run, whatever the drainer does (docs/performance.md, "The producer with
+// the faster drainer running / stopped"). So each batch pair is followed by one untimed
+// `emit` (--spread, on by default): pairs start 41 slots apart, and the batches visit all 64
+// places of a page in turn, as records of a real program do; 19 of 64 emit batches hold a
+// page's first store, and the p50 is a batch without one. --by-position prints the p50 of
+// live and of stopped emit batches per place (the record count at the batch's start modulo
+// 64, a thread's own count: the ring's offset from it is fixed), so that what the drainer
+// adds at a place is told apart from the share of slow places.
+
 // The record: the 16-byte literal name and 4 integer attributes of bench_record's
 // spanring_span arm (one compact slot), and its emit (a literal name and literal attribute
 // text, caller-supplied ts/dur: one compact slot).
@@ -93,6 +98,7 @@ struct Options {
   std::string json_path;
   bool spin = true;
   bool by_position = false;
+  bool spread = true;
 };
 
 // Samples (ns per record) of one arm in one kind of phase.
@@ -153,6 +159,10 @@ void producer(const Options& o, Phase& ph, double ns_per_tick, std::vector<doubl
       emit_out.push_back(static_cast<double>(t1 - t0) * ns_per_tick / kBatch);
       kinds.push_back(k);
       bench::sleep_us(o.pause_us);
+      if (o.spread) {  // the spacer (--spread): the next pair starts one slot further on
+        spanring::emit(kName, static_cast<int64_t>(1'000'000'000 + n * 1000), 500, kAttrsText);
+        ++n;
+      }
     }
     ph.done.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -182,6 +192,9 @@ int main(int argc, char** argv) {
   app.add_flag("--by-position", o.by_position,
                "also print the emit arm's p50 live and stopped per place of its batches in a "
                "4 KiB page of slots");
+  app.add_flag("--spread,!--no-spread", o.spread, "one untimed emit after each batch pair, so "
+               "that the batches start at every place of a 4 KiB page of slots in turn")
+      ->capture_default_str();
   app.add_flag("--spin,!--no-spin", o.spin, "also run phases with the drainer stopped and a "
                "register-only spinner on its CPU (the control)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -193,8 +206,10 @@ int main(int argc, char** argv) {
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
-  // Every record of a stopped phase must fit: 2 records per batch pair, one slot each.
-  if (uint64_t{2} * kBatch * static_cast<uint64_t>(o.batches) + 1 > o.ring_records) {
+  // Every record of a stopped phase must fit: 2 batches and the spacer per batch pair, one slot
+  // each.
+  const uint64_t per_pair = uint64_t{2} * kBatch + (o.spread ? 1 : 0);
+  if (per_pair * static_cast<uint64_t>(o.batches) + 1 > o.ring_records) {
     std::fprintf(stderr, "bench_interference: --batches %d does not fit a ring of %u slots\n",
                  o.batches, o.ring_records);
     return 2;
@@ -235,9 +250,11 @@ int main(int argc, char** argv) {
   double worst = 0;
   std::printf("### bench_interference: producer p50 per record, drainer running / stopped\n\n");
   std::printf("CPU: %s; producers on CPU %d, drainer on CPU %d; %d rounds of %d batches of %d "
-              "per thread and arm, %lld us pauses\n\n",
+              "per thread and arm, %lld us pauses, %s\n\n",
               bench::cpu_model().c_str(), o.cpu_producer, o.cpu_consumer, o.rounds, o.batches,
-              kBatch, static_cast<long long>(o.pause_us));
+              kBatch, static_cast<long long>(o.pause_us),
+              o.spread ? "one untimed emit after each batch pair (--spread)"
+                       : "no spacer (--no-spread: the batches visit 8 places of a page)");
   if (o.spin)
     std::printf("| threads | arm | p50 live | p50 stopped | live / stopped | p99 live | p99 "
                 "stopped | p50 spin | spin / stopped | live / spin |\n"
