@@ -38,8 +38,23 @@ std::atomic<uint32_t> g_attach_generation{0};
 uint16_t string_id_slow(ModuleStrings&, const char*, uint32_t) noexcept { return 0; }
 uint16_t site_name_slow(SpanSite&, const char*, uint32_t) noexcept { return 0; }
 // What span.h's inline record path reads: every thread points at one closed state here (a
-// gate never open, read-only), so it always calls begin() and end().
-constinit const ThreadState g_closed_state{};
+// gate never open, read-only), so it always calls begin() and end(). As the library's own
+// (src/attach.cpp), zero but for early_ns: kClosedEarlyNs fails emit's ts test, which keeps
+// its compare-and-exchange (a write, even when it fails) off this read-only state.
+constinit const ThreadState g_closed_state{.ring = {},
+                                           .inv = 0,
+                                           .hid = 0,
+                                           .depth = 0,
+                                           .reentrant_drops = {},
+                                           .early_ns = kClosedEarlyNs,
+                                           .key_memo = {},
+                                           .no_ring_wait = 0,
+                                           .stash_count = 0,
+                                           .stash = {},
+                                           .name_set = 0,
+                                           .name = {},
+                                           .next_state = nullptr,
+                                           .in_use = {}};
 __attribute__((tls_model("initial-exec"), visibility("protected"))) __thread ThreadState* t_self =
     const_cast<ThreadState*>(&g_closed_state);
 void flush_reentrant(ThreadState&) noexcept {}
