@@ -233,11 +233,19 @@ TEST_CASE("rotated binary files and flight-recorder snapshots each define their 
       if (!std::filesystem::exists(f)) break;
       ++files;
       CAPTURE(f);
-      const std::map<int, uint64_t> types = event_types(read_file(f));
-      CHECK(types.count(7) == 1);
-      CHECK(types.count(8) == 1);
+      const std::string bytes = read_file(f);
+      const std::map<int, uint64_t> types = event_types(bytes);
       const std::string text = convert_alone(spanring, f);
       CHECK(!contains(text, "reason=corrupt"));
+      if (n == 0 && !contains(text, "[STRACE] ")) {
+        // The newest file can start with the run's last buffer and hold no span (only what the
+        // final poll found: a drop count, or nothing): it needs no definitions, and it
+        // converts alone (above). Said, so that a run that shows it can be read back.
+        MESSAGE(f, ": no span; ", bytes.size(), " bytes, ", types.size(), " event types");
+        continue;
+      }
+      CHECK(types.count(7) == 1);
+      CHECK(types.count(8) == 1);
       // Its own anchor before its first span (one process): a file reads alone.
       CHECK(text.find("[CLOCK_ANCHOR] ") < text.find("[STRACE] "));
       for (size_t at = 0; (at = text.find("[STRACE] ", at)) != std::string::npos; ++at) ++spans;
