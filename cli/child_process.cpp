@@ -23,6 +23,8 @@ void on_stop_signal(int sig) {
 }
 
 volatile sig_atomic_t g_snapshot_signals = 0;
+// SIGPIPE had the default action before ignore_sigpipe(): a started command gets it back.
+bool g_sigpipe_default = false;
 
 void on_snapshot_signal(int) { g_snapshot_signals = g_snapshot_signals + 1; }
 
@@ -52,6 +54,14 @@ void install_stop_handlers() {
 
 int stop_signal() noexcept { return g_stop_signal; }
 
+void ignore_sigpipe() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, &sa, &old) == 0 && old.sa_handler == SIG_DFL) g_sigpipe_default = true;
+}
+
 // SA_RESTART: a snapshot request must not cut a read or a wait short.
 void install_snapshot_handler() { install(SIGUSR1, on_snapshot_signal, SA_RESTART); }
 
@@ -75,8 +85,20 @@ pid_t start_command(const std::vector<std::string>& cmd, const std::string& segm
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
   if (stdout_to_stderr) ::posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  // The command starts with SIGPIPE's default action when this process had it before
+  // ignore_sigpipe() (an ignored signal stays ignored across exec).
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  if (g_sigpipe_default) {
+    sigset_t dfl;
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    ::posix_spawnattr_setsigdefault(&attr, &dfl);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  }
   pid_t child = 0;
-  const int rc = ::posix_spawnp(&child, argv[0], &actions, nullptr, argv.data(), envp.data());
+  const int rc = ::posix_spawnp(&child, argv[0], &actions, &attr, argv.data(), envp.data());
+  ::posix_spawnattr_destroy(&attr);
   ::posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     std::fprintf(stderr, "spanring: cannot start %s: %s\n", argv[0], std::strerror(rc));

@@ -19,6 +19,13 @@ namespace spanring {
 // waits notices the stop at once.
 void install_stop_handlers();
 
+// Ignores SIGPIPE in this process, so that a drainer whose output is a pipe (`-o -`) whose
+// reader went away gets EPIPE from its write, reports it and goes on counting the records as
+// unwritten, instead of being killed with the trace's summary unwritten and the traced command
+// orphaned. The traced command still starts with SIGPIPE as this process had it (start_command
+// resets it to the default action when it was that). Called by `run` and `drain`.
+void ignore_sigpipe();
+
 // The SIGINT or SIGTERM received since install_stop_handlers(), or 0.
 int stop_signal() noexcept;
 

@@ -32,6 +32,7 @@ int drain_segment(const std::string& segment_name, const std::string& out_path, 
   // First: a SIGTERM while we open the segment and recover the file must not kill us between
   // recovery steps; it is seen by the drain loop, which then drains once and stops.
   install_stop_handlers();
+  ignore_sigpipe();
   refuse_snapshot_signal();
   Segment segment = Segment::open(segment_name);
   DrainerLock lock(segment);

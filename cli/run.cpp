@@ -91,6 +91,7 @@ int run_flight(const std::string& out_path, const std::string& format,
 
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
+  ignore_sigpipe();
   // The name's inode is taken before the command starts: a removal the moment its first
   // ring is claimed (before the drainer below is built) is then still seen as one.
   SegmentNameWatch name_watch(name);
@@ -238,6 +239,7 @@ int run_traced(std::string out_path, const std::string& format, const std::strin
   // every process that may still write into the segment.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   install_stop_handlers();
+  ignore_sigpipe();
 
   // The name's inode is taken before the command starts: a removal the moment its first
   // ring is claimed (before the drainer below is built) is then still seen as one.
