@@ -53,7 +53,7 @@ constexpr int kBatch = 20;  // records per timed sample (shared/design.md: 20 re
 // As macros too, for SPANRING_EMIT, which takes string literals only.
 #define BENCH_NAME "bench.span.rec16"
 #define BENCH_ATTRS_TEXT "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567"
-constexpr const char kName[] = BENCH_NAME;
+alignas(256) constexpr const char kName[] = BENCH_NAME;  // see kCAttrsText
 static_assert(sizeof(kName) - 1 == 16, "the benchmark's name is 16 bytes");
 constexpr uint64_t kInv = 42;
 constexpr uint64_t kHid = 0x9f3c2a1b5d7e6f01ULL;
@@ -133,6 +133,32 @@ __attribute__((noinline)) void batch_floor_clock() {
   }
 }
 
+// ---- the benchmark's own share: the loops of the spanring arms with nothing recorded. Every
+// arm's per-record count (bench/ir-per-record) includes its loop; these two arms say how much
+// of it is the benchmark's. The empty asm keeps each iteration, and the 4 values, in the code
+// without adding an instruction.
+
+// batch_span's loop with its 4 attribute values computed and nothing recorded.
+__attribute__((noinline)) void batch_loop_values() {
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) {
+    const Vals v = vals(n++);
+    asm volatile("" : : "r"(v.run_id), "r"(v.task_slot), "r"(v.worker_id), "r"(v.dispatch_id));
+  }
+  g_n = n;
+}
+
+// batch_span's loop as the disabled arm runs it: the record counter and the loop, no values
+// (in the disabled arm GCC computes them only on the traced path).
+__attribute__((noinline)) void batch_loop() {
+  uint64_t n = g_n;
+  for (int i = 0; i < kBatch; ++i) {
+    const uint64_t k = n++;
+    asm volatile("" : : "r"(k));
+  }
+  g_n = n;
+}
+
 // ---- spanring
 
 // The RAII span; also the two disabled arms (the same code, with tracing off).
@@ -196,7 +222,13 @@ __attribute__((noinline)) void batch_emit_site() {
 // ---- the C ABI (spanring_emit with a 60-byte attribute string): the struct a
 // [STRACE] producer fills today, caller-supplied ts/dur, the attributes as one text.
 
-constexpr const char kCAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567 slot=3";
+// The C ABI copies a runtime string 16 bytes at a time while all the steps its cap allows stay in
+// the string's page (src/text_copy.h): a string that starts in the last 208 bytes of a page takes
+// the slower, page-tested way. Where the linker puts a literal moves with every change to this
+// file, so the text arms' strings are 256-byte aligned (never in a page's last 208 bytes): the
+// counts measure the common case and do not move with unrelated code. The
+// spanring_c_emit_page_end arm measures the other case.
+alignas(256) constexpr const char kCAttrsText[] = "run_id=7 task_slot=42 worker_id=1 dispatch_id=1234567 slot=3";
 static_assert(sizeof(kCAttrsText) - 1 == 60, "the C ABI arm emits a 60-byte attribute string");
 
 __attribute__((noinline)) void batch_c_emit() {
@@ -214,11 +246,31 @@ __attribute__((noinline)) void batch_c_emit() {
   g_n = n;
 }
 
+// The same records with the attribute string in the last 64 bytes of a page (its NUL 4 bytes
+// before the page's end): copied the page-tested way (see kCAttrsText).
+alignas(4096) char g_page_end_attrs[4096];
+constexpr size_t kPageEndAt = sizeof g_page_end_attrs - 64;
+
+__attribute__((noinline)) void batch_c_emit_page_end() {
+  uint64_t n = g_n;
+  spanring_span s{};
+  s.invocation_id = kInv;
+  s.callable_hash = kHid;
+  s.name = kName;
+  s.attributes = g_page_end_attrs + kPageEndAt;
+  for (int i = 0; i < kBatch; ++i, ++n) {
+    s.timestamp_ns = static_cast<int64_t>(1'000'000'000 + n * 1000);
+    s.duration_ns = 500;
+    spanring_emit(&s);
+  }
+  g_n = n;
+}
+
 // ---- the host-span adapter seam (target: <= 150 Ir with a literal name and a 40-byte attribute
 // string, docs/adapter.md): the runtime's struct through libspanring-simpler, gate first, as the
 // runtime's host code calls it.
 
-constexpr const char kSimplerAttrs[] = "run_id=7 task_slot=42 worker_id=1 dsp=12";
+alignas(256) constexpr const char kSimplerAttrs[] = "run_id=7 task_slot=42 worker_id=1 dsp=12";
 static_assert(sizeof(kSimplerAttrs) - 1 == 40, "the target is set for a 40-byte attribute string");
 
 __attribute__((noinline)) void batch_simpler() {
@@ -488,6 +540,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::memcpy(g_page_end_attrs + kPageEndAt, kCAttrsText, sizeof kCAttrsText);
   g_spin_pause = o.pause_mode == "spin";
   const int producer_cpu = bench::pin_this_thread(o.cpu_producer);
   const int consumer_cpu = o.cpu_consumer % bench::online_cpus();
@@ -504,6 +557,10 @@ int main(int argc, char** argv) {
   add("floor", "2x rdtsc + one 64-byte store to an L1 thread-local ring + release store",
       batch_floor);
   add("floor_clock", "the same with 2x clock_gettime(CLOCK_MONOTONIC)", batch_floor_clock);
+  add("loop_values", "the spanring_span arm's loop computing its 4 values, nothing recorded: "
+      "the benchmark's share of that arm (diagnostic)", batch_loop_values, true);
+  add("loop", "the loop alone (a record counter), nothing recorded: the benchmark's share of "
+      "the disabled arm (diagnostic)", batch_loop, true);
   add("spanring_span", "spanring::Span, 16-byte name, 4 integer attrs; live drainer on the other "
       "CPU", batch_span);
   add("spanring_span_noattr", "spanring::Span, 16-byte name, no attrs (diagnostic)",
@@ -518,6 +575,8 @@ int main(int argc, char** argv) {
       batch_emit_site);
   add("spanring_c_emit", "C ABI spanring_emit(&span), caller-supplied ts/dur, 60-byte "
       "attribute string", batch_c_emit);
+  add("spanring_c_emit_page_end", "spanring_c_emit with the attribute string in the last 64 "
+      "bytes of a page (diagnostic: its page-tested copy)", batch_c_emit_page_end);
   add("spanring_simpler", "host-span adapter seam: gate + unified_log_host_span(&span), "
       "16-byte literal name, 40-byte attribute string", batch_simpler);
   add("spanring_disabled", "the spanring_span code with tracing disabled (not attached)",
@@ -585,7 +644,7 @@ int main(int argc, char** argv) {
   const bool need_spanring = wants("spanring_span") || wants("spanring_span_noattr") ||
                              wants("spanring_span_site") || wants("spanring_span_site_noattr") ||
                              wants("spanring_emit") || wants("spanring_emit_site") ||
-                             wants("spanring_c_emit") ||
+                             wants("spanring_c_emit") || wants("spanring_c_emit_page_end") ||
                              wants("spanring_simpler");
   if (need_spanring) {
     try {

@@ -21,6 +21,10 @@ import sys
 IR_ROWS = [
     ("floor", "floor: 2 rdtsc, one 64-byte store to an L1 thread-local ring, release store",
      "39", None),
+    ("loop", "the benchmark's loop alone, nothing recorded: its share of the disabled arm",
+     "-", None),
+    ("loop_values", "the benchmark's loop computing the 4 values, nothing recorded: its share "
+     "of the `Span` arms with attributes", "-", None),
     ("spanring_span", "spanring `Span`, 16-byte literal name, 4 integer attributes "
      "(the loop computing the values included; issue 20)", "331", ("<=", 80)),
     ("spanring_span_site", "spanring `SPANRING_SPAN`, the same span", "-", ("<=", 80)),
@@ -31,6 +35,8 @@ IR_ROWS = [
     ("spanring_emit_site", "spanring `SPANRING_EMIT`, the same records", "-", ("<=", 50)),
     ("spanring_c_emit", "C ABI `spanring_emit`, 60-byte runtime attributes (issue 20)", "288",
      ("<=", 150)),
+    ("spanring_c_emit_page_end", "the same, the attribute string in the last 64 bytes of a "
+     "page (its page-tested copy)", "-", None),
     ("spanring_simpler", "host-span adapter `unified_log_host_span`, 40-byte attributes "
      "(issue 21)", "312.6", ("<=", 150)),
     ("spanring_disabled", "spanring disabled `Span` (issue 20)", "8", ("<=", 5)),
