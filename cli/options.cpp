@@ -11,7 +11,14 @@ void add_limit_options(CLI::App* cmd, OutputLimits& limits, std::string& rotate)
                   "Stop writing when the trace file would pass SIZE bytes (K/M/G suffixes, at "
                   "least 64K); later records are drained, counted (reason max_size) and not "
                   "written, and the file's last line says how many")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(CLI::AsSizeValue(false))
+      // After the transform (bytes). 0 is what OutputLimits holds for "no --max-size", so an
+      // explicit 0 would leave the file unbounded: it is refused as every size below 64K is.
+      // (CLI11 names the option: "--max-size: 0 is below ...").
+      ->check([](const std::string& bytes) -> std::string {
+        return bytes.find_first_not_of('0') == std::string::npos ? below_min_bytes(0)
+                                                                  : std::string();
+      });
   cmd->add_option("--rotate", rotate,
                   "Start a new file before the current one passes SIZE bytes and keep the newest "
                   "COUNT (default 4): FILE is the current one, FILE.1 the one before, ...; each "

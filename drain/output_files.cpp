@@ -23,7 +23,24 @@ UringWriter::Direct OutputFiles::direct_mode() {
                                                    : UringWriter::Direct::kTry;
 }
 
+std::string below_min_bytes(uint64_t bytes) {
+  return std::to_string(bytes) + " is below the smallest file spanring writes, " +
+         std::to_string(OutputLimits::kMinBytes) + " bytes (64K)";
+}
+
+namespace {
+
+[[noreturn]] void throw_below_min_bytes(const char* what, uint64_t bytes) {
+  throw Error(ErrorCode::kInvalidArgument, std::string(what) + " " + below_min_bytes(bytes),
+              EINVAL, "");
+}
+
+}  // namespace
+
 OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text) {
+  // 0 is refused here, not only by check_limits: there it means "no --rotate", and a SIZE of 0
+  // written out (a variable that came out empty) would silently leave the disk unbounded.
+  if (size_bytes < OutputLimits::kMinBytes) throw_below_min_bytes("--rotate SIZE", size_bytes);
   OutputLimits l;
   l.rotate_size = size_bytes;
   l.rotate_count = OutputLimits::kDefaultRotateCount;
@@ -51,12 +68,7 @@ void check_limits(const OutputLimits& l) {
                 "the disk used (SIZE x COUNT bytes)",
                 EINVAL, "");
   auto too_small = [](const char* what, uint64_t v) {
-    if (v != 0 && v < OutputLimits::kMinBytes)
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string(what) + " " + std::to_string(v) + " is below the smallest file "
-                      "spanring writes, " + std::to_string(OutputLimits::kMinBytes) +
-                      " bytes (64K)",
-                  EINVAL, "");
+    if (v != 0 && v < OutputLimits::kMinBytes) throw_below_min_bytes(what, v);
   };
   too_small("--max-size", l.max_size);
   too_small("--rotate SIZE", l.rotate_size);

@@ -55,8 +55,13 @@ struct OutputLimits {
 
 // Parses "SIZE" or "SIZE:COUNT" of --rotate, SIZE already converted to bytes by the caller's
 // size parser (`size_bytes`), COUNT the text after the colon ("" = the default). Throws Error
-// (kInvalidArgument) naming the problem: SIZE below kMinBytes, COUNT not in 1..kMaxRotateCount.
+// (kInvalidArgument) naming the problem: SIZE below kMinBytes (0 included), COUNT not in
+// 1..kMaxRotateCount.
 OutputLimits rotate_limits(uint64_t size_bytes, const std::string& count_text);
+
+// Why a size option given `bytes`, below OutputLimits::kMinBytes, is refused ("N is below the
+// smallest file ..."; the caller names the option).
+std::string below_min_bytes(uint64_t bytes);
 
 // Checks limits as a whole: --max-size and --rotate together, a bound below kMinBytes. Throws
 // Error (kInvalidArgument).

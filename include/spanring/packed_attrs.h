@@ -45,7 +45,7 @@ constexpr uint32_t packed_value_bytes(uint64_t v) noexcept {
 inline uint32_t pack_token(char* out, const char* key, uint32_t key_len, uint8_t kind,
                            uint64_t magnitude) noexcept {
   const uint32_t n = packed_value_bytes(magnitude);
-  out[0] = static_cast<char>(kind << 4 | n);
+  out[0] = static_cast<char>(uint32_t{kind} << 4 | n);
   out[1] = static_cast<char>(key_len);
   std::memcpy(out + kPackedTokenFixed, key, key_len);
   std::memcpy(out + kPackedTokenFixed + key_len, &magnitude, 8);  // little-endian (x86-64)

@@ -941,10 +941,12 @@ class Span : private detail::SpanData {
       settle();
       if (fits(key)) {
         spilled_ = 1;
-        attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
-                                 value < 0 ? kPackedNegative : kPackedUnsigned,
-                                 value < 0 ? 0 - static_cast<uint64_t>(value)
-                                           : static_cast<uint64_t>(value));
+        attrs_len_ = static_cast<uint16_t>(
+            attrs_len_ + pack_token(attrs_ + attrs_len_, key.data(),
+                                    static_cast<uint32_t>(key.size()),
+                                    value < 0 ? kPackedNegative : kPackedUnsigned,
+                                    value < 0 ? 0 - static_cast<uint64_t>(value)
+                                              : static_cast<uint64_t>(value)));
       } else {
         data() = append_int(data(), key, value);
         spilled_ = 1;
@@ -957,8 +959,9 @@ class Span : private detail::SpanData {
       settle();
       if (fits(key)) {
         spilled_ = 1;
-        attrs_len_ += pack_token(attrs_ + attrs_len_, key.data(), static_cast<uint32_t>(key.size()),
-                                 kPackedUnsigned, value);
+        attrs_len_ = static_cast<uint16_t>(
+            attrs_len_ + pack_token(attrs_ + attrs_len_, key.data(),
+                                    static_cast<uint32_t>(key.size()), kPackedUnsigned, value));
       } else {
         data() = append_uint(data(), key, value);
         spilled_ = 1;

@@ -469,6 +469,12 @@ TEST_CASE("bounds that cannot be kept are refused before the command starts") {
       {{"--max-size", "1M", "--rotate", "1M", "-o", tmp.file("a")}, "do not go together"},
       {{"--max-size", "10K", "-o", tmp.file("b")}, "below the smallest file"},
       {{"--rotate", "10K", "-o", tmp.file("c")}, "below the smallest file"},
+      // 0 is the limits' "no bound": given explicitly it is a size below 64K like any other,
+      // never a silently unbounded file.
+      {{"--max-size", "0", "-o", tmp.file("b0")}, "--max-size: 0 is below the smallest file"},
+      {{"--max-size", "0K", "-o", tmp.file("b1")}, "--max-size: 0 is below the smallest file"},
+      {{"--rotate", "0", "-o", tmp.file("c0")}, "--rotate SIZE 0 is below the smallest file"},
+      {{"--rotate", "0:3", "-o", tmp.file("c1")}, "--rotate SIZE 0 is below the smallest file"},
       {{"--rotate", "1M:0", "-o", tmp.file("d")}, "COUNT must be a number of files"},
       {{"--rotate", "lots", "-o", tmp.file("e")}, "SIZE must be a size"},
       // stdout is run_process' pipe: a pipe cannot be rotated.

@@ -7,7 +7,7 @@
 #
 #   check_install.sh layout            the installed files are exactly the consumer's set; the
 #                                      soname; the installed `spanring` starts with no env
-#   check_install.sh header NAME       include/spanring/NAME compiles alone, -Wall -Wextra -Werror
+#   check_install.sh header NAME       include/spanring/NAME compiles alone, -Wall -Wextra -Werror -Wconversion (g++, clang++)
 #                                      -pedantic, in C++17 and C++20 (spanring.h also in C99)
 #   check_install.sh pkgconfig_c       a C99 program: cc app.c $(pkg-config --cflags --libs spanring)
 #   check_install.sh pkgconfig_cxx_clang  the C++ app (cxx/app.cpp) built with clang++ (C++17 and C++20,
@@ -98,6 +98,9 @@ read -r -a cxx <<<"$CXX"
 cxx_compiler=("${cxx[@]}")
 [ "$(basename "${cxx_compiler[0]}")" = ccache ] && cxx_compiler=("${cxx_compiler[@]:1}")
 warn_flags=(-Wall -Wextra -Werror -pedantic)
+# A program's own warnings apply to the headers it includes (pkg-config's -I is not -isystem):
+# each header alone must also compile with the conversion and shadowing warnings projects turn on.
+header_warn_flags=("${warn_flags[@]}" -Wconversion -Wsign-conversion -Wshadow)
 
 install_into_tmp() {
   # --no-rebuild: meson test has built everything; --quiet keeps the log to what matters.
@@ -259,12 +262,17 @@ header)
   # Only the prefix's include directory; nothing of the source tree.
   printf '#include <spanring/%s>\n' "$name" >"$tmp/alone.cpp"
   for std in c++17 c++20; do
-    run "${cxx[@]}" "-std=$std" "${warn_flags[@]}" -I"$includedir" -c "$tmp/alone.cpp" \
+    run "${cxx[@]}" "-std=$std" "${header_warn_flags[@]}" -I"$includedir" -c "$tmp/alone.cpp" \
       -o "$tmp/alone-$std.o" || fail "spanring/$name does not compile alone in $std"
   done
+  # clang's -Wconversion covers what GCC's does not (sign changes in shifts of promoted bytes).
+  if command -v clang++ >/dev/null; then
+    run clang++ -std=c++17 "${header_warn_flags[@]}" -I"$includedir" -c "$tmp/alone.cpp" \
+      -o "$tmp/alone-clang.o" || fail "spanring/$name does not compile alone with clang++"
+  fi
   if [ "$name" = spanring.h ] || [ "$name" = simpler_host_span.h ]; then
     printf '#include <spanring/%s>\n' "$name" >"$tmp/alone.c"
-    run "${cc[@]}" -std=c99 "${warn_flags[@]}" -I"$includedir" -c "$tmp/alone.c" \
+    run "${cc[@]}" -std=c99 "${header_warn_flags[@]}" -I"$includedir" -c "$tmp/alone.c" \
       -o "$tmp/alone-c99.o" || fail "spanring/$name does not compile alone in C99"
   fi
   echo "spanring/$name compiles alone"
