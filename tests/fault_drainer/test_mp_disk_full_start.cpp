@@ -243,13 +243,17 @@ TEST_CASE("a drainer killed after failed writes and restarted once the disk has 
   // Failed writes, and their count committed to the segment, then the kill.
   ShmView view;
   REQUIRE(view.open(segment, false));
-  REQUIRE_MESSAGE(wait_until([&] { return view.header().unwritten != 0; }, kWaitS),
+  // The drainer writes the count from its process: read it with a load each time.
+  auto unwritten_in_segment = [&] {
+    return __atomic_load_n(&view.header().unwritten, __ATOMIC_RELAXED);
+  };
+  REQUIRE_MESSAGE(wait_until([&] { return unwritten_in_segment() != 0; }, kWaitS),
                   "the segment never counted an unwritten record although the disk was full");
   REQUIRE(::kill(run_pid, SIGKILL) == 0);
   const Exit first = wait_exit(run_pid, kWaitS);
   first_drainer.release();
   REQUIRE_MESSAGE(first.sig == SIGKILL, "the first drainer: ", first.describe());
-  const uint64_t unwritten_at_kill = view.header().unwritten;
+  const uint64_t unwritten_at_kill = unwritten_in_segment();
   CHECK_MESSAGE(slurp(err1).find(std::strerror(ENOSPC)) != std::string::npos,
                 "no ENOSPC report from the first drainer");
 
