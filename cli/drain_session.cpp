@@ -34,7 +34,12 @@ void print_summary(const Drainer& d, const std::string& out, bool ok,
                static_cast<unsigned long long>(s.unfinished),
                static_cast<unsigned long long>(s.processes),
                static_cast<unsigned long long>(s.threads));
-  if (s.unwritten != 0)
+  if (s.unwritten != 0 && s.unwritten_before != 0)
+    std::fprintf(stderr, "spanring: unwritten: %llu records were drained but could not be "
+                 "written to the file (%llu of them by an earlier drainer of this segment)\n",
+                 static_cast<unsigned long long>(s.unwritten),
+                 static_cast<unsigned long long>(s.unwritten_before));
+  else if (s.unwritten != 0)
     std::fprintf(stderr, "spanring: unwritten: %llu records were drained but could not be "
                  "written to the file (see the error above)\n",
                  static_cast<unsigned long long>(s.unwritten));

@@ -44,6 +44,7 @@ Buffer* BufferedWriter::try_take() {
   b->capacity = buffer_bytes_;
   b->len = 0;
   b->failed = false;
+  b->epoch = 0;
   b->file_end = 0;
   return b;
 }

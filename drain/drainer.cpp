@@ -73,7 +73,8 @@ std::string read_cmdline(uint32_t pid) {
 Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
                  const std::unordered_set<uint32_t>& known_pids)
     : view_(segment.view()), journal_(view_), dest_(destination), sink_(sink),
-      rings_(view_.ring_count()), anchored_pids_(known_pids) {
+      rings_(view_.ring_count()) {
+  for (const uint32_t pid : known_pids) anchored_pids_.emplace(pid, 0);
   SegmentHeader& h = view_.header();
   // The destination is now the segment's output; a new file starts with nothing committed. A
   // destination with no file (the flight recorder) names none: a `spanring drain` started on
@@ -85,6 +86,9 @@ Drainer::Drainer(const Segment& segment, Destination& destination, Sink& sink,
   // The records a killed drainer kept out of this file: its kept prefix does not report them.
   max_size_unreported_ = kept_bytes != 0 ? h.max_size_dropped : 0;
   h.max_size_dropped = max_size_unreported_;
+  // Records earlier drainers of this segment could not write (journaled): the summary's count
+  // covers the whole run, as written + dropped + unwritten covers what was emitted.
+  stats_.unwritten = stats_.unwritten_before = h.unwritten;
   record_room_ = 4 * sink.max_event_bytes();
   text_ = dynamic_cast<TextSink*>(&sink);
   runs_ = sink.runs();
@@ -99,6 +103,9 @@ Drainer::~Drainer() {
 
 void Drainer::start_buffer() {
   current_ = dest_.take();
+  // After take(): a failure it reported (durable()) moved the epoch, and this buffer is of
+  // the new one.
+  stamp(current_);
   if (current_->capacity == 0) {
     // The destination takes no more bytes (--max-size, or a rotation that failed): this buffer
     // and every later one carry only the tails of what was consumed (and counted) since.
@@ -136,6 +143,7 @@ void Drainer::write_max_size_line() {
   // The room kept back for this line since the start (the destination's take_closing()),
   // unless a previous drainer's line already used it.
   Buffer* b = dest_.take_closing();
+  stamp(b);
   const size_t frame = sink_.begin_buffer(b->data.get());
   const size_t n = sink_.drops(b->data.get() + frame,
                                DropsEvent{0, 0, max_size_unreported_, 0, 0, DropReason::kMaxSize});
@@ -182,6 +190,8 @@ void Drainer::submit_current() {
   current_ = nullptr;
   if (b->capacity != 0) sink_.end_buffer(b->data.get(), b->len);  // not for a carrier
   c.max_size_dropped = max_size_unreported_;
+  c.epoch = b->epoch;
+  c.serial = serial_;
   // Sealed first: a destination that holds the bytes at once (the flight recorder) reports
   // them durable from inside submit().
   dest_.submit(b, commits_.seal());
@@ -214,12 +224,16 @@ void Drainer::durable(bool failed, uint64_t end) {
     // The records are not in the file: they were counted as written when formatted.
     stats_.written -= c.records;
     stats_.unwritten += c.records;
-    // Its string definitions and clock samples are not in the file either: define every
-    // string again, and write the whole clock.
-    defined_ = fresh_defined();
-    clock_reset_ = true;
-    clock_pending_.clear();
+    // A buffer of the current epoch failed: the first failure the drainer learns of since the
+    // epoch began (the writer fails every buffer of an epoch up to this one after it, drain/
+    // uring_writer.h). One of an older epoch was refused by that rule, its announcements
+    // already taken back when the failure before it was learned of.
+    if (c.epoch == failures_ + 1) {
+      ++failures_;
+      lose_announcements(c.serial, end);
+    }
   }
+  c.unwritten = stats_.unwritten;
   // Commit: journal the drainer lines this buffer brings (drain/journal.h). A crash before
   // the journal is pending cuts the file back to the old commit; after, recover() ends it.
   auto live = [this](const TailUpdate& t) {
@@ -231,6 +245,35 @@ void Drainer::durable(bool failed, uint64_t end) {
   for (const TailUpdate& t : c.tails)
     if (t.free_after && live(t)) rings_[t.ring] = RingState{};
   commits_.pop();
+}
+
+void Drainer::lose_announcements(uint64_t serial, uint64_t end) {
+  // String definitions and clock samples: all of them again (cheap; a file may define an id
+  // twice, docs/binary-format.md).
+  defined_ = fresh_defined();
+  clock_reset_ = true;
+  clock_pending_.clear();
+  // Anchors and threads announced in the failed buffer or a later one (all of the old epoch):
+  // announced again before the owner's next record. Those in durable buffers stay (one anchor
+  // per pid).
+  for (auto it = anchored_pids_.begin(); it != anchored_pids_.end();)
+    it = it->second >= serial ? anchored_pids_.erase(it) : std::next(it);
+  for (RingState& rs : rings_) {
+    if (rs.announced && rs.announced_serial >= serial) rs.announced = false;
+    if (rs.anchor_known && anchored_pids_.count(rs.pid) == 0) rs.anchor_known = false;
+  }
+  // Nothing of the current file is durable: its header (the first buffer's) went with the
+  // failure; the next buffer begins the file again. A kept prefix, or a rotated file's first
+  // durable buffer, has it (end > 0).
+  if (end == 0) {
+    sink_.begin_file();
+    runs_ = sink_.runs();
+    clock_events_ = sink_.clock_events();
+  }
+  // The buffer being filled is of the old epoch (doomed): no more goes into it, the next
+  // reserve() hands it over and begins a buffer of the new epoch. (Not a carrier of capacity
+  // 0 past --max-size: it holds no bytes.)
+  if (current_ != nullptr && current_->capacity != 0) current_->capacity = current_->len;
 }
 
 void Drainer::drops_line(const RingState& rs, uint64_t dropped, uint64_t first, uint64_t last,
@@ -621,7 +664,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
         rec.header.dur_ns = ns.dur_ns;
         rec.header.flags &= static_cast<uint16_t>(~kRecordTsc);
       }
-      if (!rs.anchor_known && anchored_pids_.insert(rs.pid).second) {
+      if (!rs.anchor_known && anchored_pids_.emplace(rs.pid, serial_).second) {
         const auto [mono, wall] = process_anchor(rs, rec);
         std::string cmdline;
         const auto it = cmdlines_.find(rs.pid);
@@ -636,6 +679,7 @@ void Drainer::drain_ring(uint32_t index, bool final_pass) {
       rs.anchor_known = true;  // this pid has its anchor: no set lookup per record
       if (!rs.announced) {
         rs.announced = true;
+        rs.announced_serial = serial_;
         const RingHeader& r = view_.ring(index);
         char name[sizeof r.thread_name];
         std::memcpy(name, r.thread_name, sizeof name);  // one read, then bounded by its size

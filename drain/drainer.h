@@ -22,6 +22,19 @@
 // drainer's line covers the whole run.
 // Spans open when their owner died are listed on [SPANRING_UNFINISHED] lines, not counted.
 //
+// After a failed write (ENOSPC, EIO): the records of the buffer are counted as unwritten,
+// and so is everything it announced lost: its process anchors, thread announcements, string
+// definitions, clock samples and, when nothing of the current file is durable, the file header.
+// Buffers formatted before the drainer learned of the failure may depend on those
+// announcements, so they must not reach the file either: each buffer is stamped with a failure
+// epoch (Buffer::epoch, the count of real failures seen + 1) and the writer fails, unwritten,
+// every buffer whose epoch is at or below a failed one's. When the drainer learns of a failure
+// of a buffer of the current epoch (a real one), it moves to the next epoch, ends the buffer
+// being filled (it is of the old epoch: doomed), and takes back every announcement made in the
+// failed buffer or after it (each is tagged with the serial of the buffer it went into), so
+// each is made again before the next record that needs it, in a buffer of the new epoch. An
+// announcement in a durable buffer is never made twice (one anchor per pid in a file).
+//
 // Exactly once across a drainer crash: each buffer's Commit (drain/journal.h) is journaled
 // through the segment once the destination says the buffer is durable; a restarted drainer
 // replays a pending journal, cuts the file back to the commit offset and resumes every ring
@@ -61,7 +74,10 @@ struct DrainStats {
   uint64_t dropped = 0;     // records reported on [SPANRING_DROPS] lines (all reasons)
   // `dropped` by reason, indexed by DropReason (index 0 unused).
   std::array<uint64_t, static_cast<size_t>(DropReason::kOverwritten) + 1> dropped_by_reason{};
-  uint64_t unwritten = 0;   // formatted, but the write to the file failed
+  // Formatted, but the write to the file failed: every drainer's of this segment (journaled,
+  // SegmentHeader::unwritten), unwritten_before of them by earlier drainers.
+  uint64_t unwritten = 0;
+  uint64_t unwritten_before = 0;
   uint64_t unfinished = 0;  // spans open when their process died (reported, not counted)
   uint64_t corrupt_rings = 0;
   uint64_t processes = 0;   // distinct pids that had a ring
@@ -171,6 +187,7 @@ class Drainer {
     uint32_t last_depth = 0;  //   entry of a span that was published just before a kill
     bool has_last = false;
     bool announced = false;   // the sink has had thread() for this owner
+    uint64_t announced_serial = 0;  // ... in the buffer of this serial (serial_)
     bool bad_string_said = false;  // a compact record with an unresolved id was reported
                                    //   (drain/diagnostics.h)
     bool anchor_known = false;  // the owner's pid has been announced (anchored_pids_)
@@ -239,6 +256,15 @@ class Drainer {
   // DestinationEvents (through events_): the oldest pending Commit is durable (journaled
   // here); a rotation started a new file; the flight recorder let a process go.
   void durable(bool failed, uint64_t end);
+  // A real failure of the buffer of serial `serial` (every later buffer is doomed too): takes
+  // back every announcement made in them, re-arms the file header when the file holds nothing
+  // durable (`end` 0), and ends the buffer being filled.
+  void lose_announcements(uint64_t serial, uint64_t end);
+  // Stamps the buffer just taken (current_ or the closing one) with the epoch and a serial.
+  void stamp(Buffer* b) noexcept {
+    b->epoch = failures_ + 1;
+    ++serial_;
+  }
   void new_file(uint64_t dev, uint64_t ino);
   void forget_process(uint32_t pid);
   // The destination's events, forwarded. A member rather than a base class of Drainer: a base
@@ -310,7 +336,13 @@ class Drainer {
   bool to_head_ = false;     // read every ring to its head (poll_all, finish), not behind it
   std::vector<uint32_t> dirty_;  // ring indices with dirty set
   Buffer* current_ = nullptr;    // the buffer being filled (the destination's)
-  std::unordered_set<uint32_t> anchored_pids_;
+  // Failed writes of buffers of the then current epoch (the epoch is failures_ + 1), and the
+  // serial of the last buffer begun (current_'s while it is set): "After a failed write".
+  uint64_t failures_ = 0;
+  uint64_t serial_ = 0;
+  // The pids announced (process event, the text's [CLOCK_ANCHOR]) in the current file, each
+  // with the serial of the buffer it went into (0: in a previous drainer's kept prefix).
+  std::unordered_map<uint32_t, uint64_t> anchored_pids_;
   // Command lines of owner processes not announced yet (anchored_pids_), read when their first
   // ring was adopted (its owner had just claimed it, so it ran), with the owner's start time
   // (a pid reused since is read again); the announcement takes its entry. Read at the first

@@ -25,13 +25,15 @@ void CommitJournal::apply(const SegmentView& view, JournalEntry e) noexcept {
 }
 
 void CommitJournal::commit(uint32_t count, uint64_t file_end, uint64_t no_ring_reported,
-                           uint64_t vfork_reported, uint64_t max_size_dropped) const {
+                           uint64_t vfork_reported, uint64_t max_size_dropped,
+                           uint64_t unwritten) const {
   SegmentHeader& h = view_.header();
   const JournalEntry* j = entries();
   SPANRING_TEST_POINT("drainer_written_not_committed");
   h.journal_count = count;
   h.journal_end = file_end;
   h.journal_max_size = max_size_dropped;
+  h.journal_unwritten = unwritten;
   const uint64_t seq = h.journal_seq.load(std::memory_order_relaxed);
   // release: the entries above are complete before a restarted drainer sees the odd seq.
   h.journal_seq.store(seq + 1, std::memory_order_release);
@@ -43,6 +45,7 @@ void CommitJournal::commit(uint32_t count, uint64_t file_end, uint64_t no_ring_r
   if (no_ring_reported != 0) h.no_ring_reported = no_ring_reported;
   if (vfork_reported != 0) h.vfork_reported = vfork_reported;
   h.max_size_dropped = max_size_dropped;
+  h.unwritten = unwritten;
   h.commit_offset.store(file_end, std::memory_order_relaxed);
   // release: a restarted drainer that sees the even seq sees every store above.
   h.journal_seq.store(seq + 2, std::memory_order_release);
@@ -87,6 +90,7 @@ uint64_t recover(const Segment& segment, const std::string& out_path) {
     const JournalEntry* j = view.journal();
     for (uint32_t i = 0; i < n; ++i) CommitJournal::apply(view, j[i]);
     h.max_size_dropped = h.journal_max_size;
+    h.unwritten = h.journal_unwritten;
     h.commit_offset.store(h.journal_end, std::memory_order_relaxed);
     h.journal_seq.store(jseq + 1, std::memory_order_release);
   }

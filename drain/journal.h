@@ -52,6 +52,12 @@ struct Commit {
   uint64_t no_ring_reported = 0;  // segment counters written up to this buffer (0 = unchanged)
   uint64_t vfork_reported = 0;
   uint64_t max_size_dropped = 0;  // --max-size: records not in the file nor reported, as of it
+  uint64_t unwritten = 0;         // records whose write failed, every drainer's, as of it (set
+                                  //   when it is durable)
+  // The drainer's own (drain/drainer.h, "After a failed write"): the buffer's failure epoch
+  // (Buffer::epoch) and its place among the buffers the drainer began.
+  uint64_t epoch = 0;
+  uint64_t serial = 0;
 
   void clear() noexcept {
     tails.clear();
@@ -59,6 +65,9 @@ struct Commit {
     no_ring_reported = 0;
     vfork_reported = 0;
     max_size_dropped = 0;
+    unwritten = 0;
+    epoch = 0;
+    serial = 0;
   }
 };
 
@@ -95,9 +104,10 @@ class CommitJournal {
   // `file_end` bytes. `no_ring_reported` / `vfork_reported`: the segment-wide drop totals the
   // committed bytes report (0: unchanged). `max_size_dropped`: records kept out of the file by
   // --max-size and not reported in it, as of these bytes (always set; journaled with the
-  // entries).
+  // entries). `unwritten`: records whose write failed, every drainer's, as of these bytes
+  // (always set; journaled likewise).
   void commit(uint32_t count, uint64_t file_end, uint64_t no_ring_reported,
-              uint64_t vfork_reported, uint64_t max_size_dropped) const;
+              uint64_t vfork_reported, uint64_t max_size_dropped, uint64_t unwritten) const;
   // Commits `c`, durable up to `file_end`: its TailUpdates for which `live(t)` holds (the
   // owner is still the drainer's: a ring freed and re-adopted since is not touched) become the
   // journal's entries.
@@ -110,7 +120,7 @@ class CommitJournal {
       j[n++] = JournalEntry{t.ring, t.generation, t.tail, t.next_seq, t.drops_reported,
                             t.free_after ? 1u : 0u, 0};
     }
-    commit(n, file_end, c.no_ring_reported, c.vfork_reported, c.max_size_dropped);
+    commit(n, file_end, c.no_ring_reported, c.vfork_reported, c.max_size_dropped, c.unwritten);
   }
 
   // Names the file the segment is drained into now (its device and inode; 0, 0: none) and

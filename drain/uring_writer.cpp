@@ -75,6 +75,7 @@ struct Inflight {
   size_t done = 0;    // bytes written so far (direct: of the current piece)
   int ops = 0;        // its writes (or fsync) in flight in the io_uring
   bool complete = false;
+  bool refused = false;  // failed unwritten (Buffer::epoch)
   int error = 0;      // errno of a failed write
   // Direct writes go in three pieces, one after the other: the buffer's first `head` bytes (up
   // to the file's next block boundary) through the page cache (fd_), the next `direct_len`
@@ -256,6 +257,7 @@ void UringWriter::run_synchronous() {
   // whole buffer and the next buffer goes there. fsync for files and block devices only.
   uint64_t good_end = start_;  // end of the last buffer written whole
   std::set<int> reported;
+  uint64_t refused_epoch = 0;  // Buffer::epoch
   for (;;) {
     Buffer* b = nullptr;
     if (!todo_.wait_dequeue_timed(b, 1000000) || b == nullptr) {
@@ -268,9 +270,16 @@ void UringWriter::run_synchronous() {
       done_.enqueue(b);
       continue;
     }
+    if (refused(*b, refused_epoch)) {
+      b->failed = true;  // formatted before the drainer knew of the failure: not written
+      b->file_end = good_end;
+      done_.enqueue(b);
+      continue;
+    }
     const int err = write_fully(fd_, seekable_, b->data.get(), b->len, good_end);
     if (err != 0) {
       report_error(err, reported);
+      refuse_after(*b, refused_epoch);
       b->failed = true;
       if (seekable_ && ::ftruncate(fd_, static_cast<off_t>(good_end)) != 0)
         report_error(errno, reported);
@@ -291,6 +300,7 @@ void UringWriter::run() {
   uint64_t good_end = start_;     // end of the last buffer written whole, in file order
   std::set<int> reported;    // errnos already reported: each is said once
   int chain_ops = 0;         // direct pieces in flight (one linked chain at most)
+  uint64_t refused_epoch = 0;  // Buffer::epoch
 
   Impl& im = *impl_;
   auto set_data = [](io_uring_sqe* sqe, Inflight& f, uintptr_t tag) {
@@ -445,7 +455,12 @@ void UringWriter::run() {
       q.emplace_back();
       q.back().buffer = b;
       q.back().offset = next_offset;
-      if (!b->sync) {
+      if (refused(*b, refused_epoch)) {
+        // Formatted before the drainer knew of a failure: back failed, in its turn, unwritten
+        // (it takes no room in the file).
+        q.back().refused = true;
+        q.back().complete = true;
+      } else if (!b->sync) {
         next_offset += b->len;
         if (b->len == 0) q.back().complete = true;
         else if (direct_.load(std::memory_order_relaxed)) {
@@ -536,8 +551,15 @@ void UringWriter::run() {
       Inflight f = q.front();
       q.pop_front();
       release_stage(f);
+      if (f.refused) {
+        f.buffer->failed = true;
+        f.buffer->file_end = good_end;
+        done_.enqueue(f.buffer);
+        continue;
+      }
       if (f.error != 0) {
         report(f.error);
+        refuse_after(*f.buffer, refused_epoch);
         f.buffer->failed = true;
         f.buffer->file_end = good_end;
         done_.enqueue(f.buffer);  // before the buffers after it: tails must never go back

@@ -16,7 +16,8 @@
 // Callers go through a BufferedWriter (drain/buffered_writer.h), which owns the buffers. A write
 // that fails otherwise (ENOSPC, EIO...) is reported once (drain/diagnostics.h); the buffer comes
 // back with `failed` set and the file is cut back to the end of the last buffer
-// written whole, so it always ends at a line boundary.
+// written whole, so it always ends at a line boundary. Buffers stamped with an epoch
+// (Buffer::epoch) at or below a failed one's come back failed without being written.
 #pragma once
 
 #include <concurrentqueue/blockingconcurrentqueue.h>
@@ -43,6 +44,12 @@ struct Buffer {
                         // buffer is back (files and block devices; on a pipe or character
                         // device there is nothing to fsync), then returns it
   uint64_t file_end = 0;  // set by the writer: the file holds complete buffers up to here
+  // The drainer's failure epoch (drain/drainer.h, "After a failed write"): 0 = not stamped
+  // (never refused). Once a stamped buffer's write fails, the writer fails every later buffer
+  // whose epoch is at or below the failed one's without writing it: they were formatted before
+  // the drainer knew of the failure and may name what the failed buffer announced (a string
+  // definition, a process anchor, a thread, the file header).
+  uint64_t epoch = 0;
 };
 
 class UringWriter {
@@ -53,7 +60,7 @@ class UringWriter {
   // offsets, the same order of returned buffers, the same cut-back after a failed write, so
   // the file, the commit journal and a restart are the same. Differences: one buffer in flight
   // (more CPU per byte), and after a failed write only that buffer fails (io_uring also fails
-  // the ones in flight behind it).
+  // the ones in flight behind it), besides those its epoch refuses (Buffer::epoch).
   enum class Fallback : uint8_t { kRequired, kSynchronous };
 
   // kTry: a regular file is written with O_DIRECT where the filesystem takes it, so the kernel
@@ -124,6 +131,14 @@ class UringWriter {
   void run();              // the io_uring writer thread
   void run_synchronous();  // the pwrite(2) writer thread (Fallback::kSynchronous)
   void report_error(int err, std::set<int>& reported);  // first errno kept; each said once
+  // Writer thread: whether `b` is to fail unwritten (Buffer::epoch) after failures up to
+  // epoch `refused` (0: none yet); refuse_after() notes a failed buffer's epoch.
+  static bool refused(const Buffer& b, uint64_t refused_epoch) noexcept {
+    return b.epoch != 0 && !b.sync && b.epoch <= refused_epoch;
+  }
+  static void refuse_after(const Buffer& b, uint64_t& refused_epoch) noexcept {
+    if (b.epoch > refused_epoch) refused_epoch = b.epoch;
+  }
   void open_direct();      // constructor, Direct::kTry: dfd_ and the partial block, or nothing
   void wake_writer();       // any thread: wakes the writer if it sleeps in sleep_until_woken
   void sleep_until_woken(); // writer thread: until a completion or a hand-off (eventfd)

@@ -74,7 +74,9 @@ inline constexpr uint64_t kSegmentMagic = 0x474e49524e415053ULL;
 // its span by string id (OpenSpan::name_id).
 // Version 6: OpenSpan without depth (its index) and callable hash; name_id, flags and name_len
 // one word at offset 16, kOpenTsc bit 0 (so the inline Span begin notes a span in 3 stores).
-inline constexpr uint32_t kLayoutVersion = 6;
+// Version 7: the drainer's journaled unwritten count (SegmentHeader::journal_unwritten and
+// unwritten, in what was the header's tail padding).
+inline constexpr uint32_t kLayoutVersion = 7;
 
 // One slot is one cache line: the producer's store of a one-slot record touches one line.
 inline constexpr uint32_t kSlotBytes = 64;
@@ -433,6 +435,11 @@ struct alignas(64) SegmentHeader {
   // copies it to max_size_dropped with the entries, so a restarted drainer's count stays exact.
   uint64_t journal_max_size;      // max_size_dropped once the pending journal is applied
   uint64_t max_size_dropped;
+  // Records drained whose write to the output failed (ENOSPC, EIO...), by every drainer of
+  // this segment so far: a restarted drainer's summary counts them with its own. Journaled as
+  // max_size_dropped is (journal_unwritten, copied to unwritten with the entries).
+  uint64_t journal_unwritten;     // unwritten once the pending journal is applied
+  uint64_t unwritten;
 };
 static_assert(std::is_standard_layout_v<SegmentHeader>);
 static_assert(sizeof(SegmentHeader) == 320);
@@ -449,6 +456,8 @@ static_assert(offsetof(SegmentHeader, ring_claims) == 152);
 static_assert(offsetof(SegmentHeader, drainer_pid) == 192);
 static_assert(offsetof(SegmentHeader, commit_offset) == 224);
 static_assert(offsetof(SegmentHeader, max_size_dropped) == 280);
+static_assert(offsetof(SegmentHeader, journal_unwritten) == 288);
+static_assert(offsetof(SegmentHeader, unwritten) == 296);
 inline constexpr uint32_t kSegmentHeaderBytes = sizeof(SegmentHeader);
 
 // Atomics overlaid on shared memory must be lock-free and exactly the plain type's size, or two

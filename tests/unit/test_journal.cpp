@@ -40,7 +40,7 @@ TEST_CASE("a commit moves each journalled ring's drainer line and then the commi
   j[0] = JournalEntry{1, 5, 40, 17, 3, 1, 0};   // owner gone and written: free ring 1
   j[1] = JournalEntry{2, 9, 12, 6, 0, 0, 0};    // ring 2 goes on
   const uint64_t seq0 = v.header().journal_seq.load();
-  journal.commit(2, 4096, 7, 0, 21);
+  journal.commit(2, 4096, 7, 0, 21, 9);
 
   CHECK(v.ring(1).tail.load() == 40);
   CHECK(v.ring(1).next_seq == 17);
@@ -58,6 +58,8 @@ TEST_CASE("a commit moves each journalled ring's drainer line and then the commi
   CHECK(v.header().vfork_reported == 0);
   CHECK(v.header().journal_max_size == 21);
   CHECK(v.header().max_size_dropped == 21);
+  CHECK(v.header().journal_unwritten == 9);
+  CHECK(v.header().unwritten == 9);
   CHECK(v.header().journal_seq.load() == seq0 + 2);  // even: done
 }
 
@@ -101,10 +103,13 @@ TEST_CASE("recover() finishes a pending journal and keeps the committed bytes of
     h.journal_end = 8;
     h.journal_max_size = 5;  // the killed drainer had counted 5 records past --max-size
     h.max_size_dropped = 2;
+    h.journal_unwritten = 40;  // ... and 40 records whose write failed
+    h.unwritten = 12;
     h.journal_seq.store(3);  // odd: the killed drainer had not finished
     CHECK(recover(ts.seg, path) == 8);
     CHECK(v.ring(0).tail.load() == 30);
     CHECK(h.max_size_dropped == 5);
+    CHECK(h.unwritten == 40);
     CHECK(h.journal_seq.load() == 4);
   }
   SUBCASE("a journal count past the ring count is not followed") {
