@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -33,6 +35,20 @@ using spanring_test::LineKind;
 using spanring_test::ParsedLine;
 using spanring_test::ParsedText;
 using spanring_test::SpanLine;
+
+// ---- a small file system ----------------------------------------------------------------------
+
+TmpfsMount::TmpfsMount(const std::string& dir, const char* size) : dir_(dir) {
+  ::mkdir(dir.c_str(), 0755);
+  const std::string opt = std::string("size=") + size;
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, opt.c_str()) != 0) {
+    std::fprintf(stderr, "SKIP: cannot mount a %s tmpfs on %s: %s\n", size, dir.c_str(),
+                 std::strerror(errno));
+    std::exit(77);
+  }
+}
+
+TmpfsMount::~TmpfsMount() { ::umount2(dir_.c_str(), MNT_DETACH); }
 
 // ---- processes --------------------------------------------------------------------------------
 

@@ -29,6 +29,20 @@ using spanring_test::lines_starting;
 using spanring_test::segment_from_stderr;
 using spanring_test::TempDir;
 
+// A tmpfs of `size` (a mount option's size: "1m", "256k") mounted on `dir` (created) for the
+// object's life: the file system a full-disk test fills. Exits the test with 77 (skipped), saying
+// why, where mounting is not permitted (not root, no CAP_SYS_ADMIN).
+class TmpfsMount {
+ public:
+  TmpfsMount(const std::string& dir, const char* size);
+  ~TmpfsMount();
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+
+ private:
+  std::string dir_;
+};
+
 // How to start a process (fork + execve, in its own process group). Its environment is the
 // test's minus SPANRING_SEGMENT and SPANRING_TEST_POINT* (a test is never traced, and a test
 // point is armed only where a test sets it), plus `env`.

@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,25 +46,6 @@ std::string rotated(const std::string& path, uint32_t n) {
 }
 
 // A tmpfs of `size` on `dir` for the test's life; skips (77) where mounting is not permitted.
-class Mount {
- public:
-  Mount(const std::string& dir, const char* size) : dir_(dir) {
-    ::mkdir(dir.c_str(), 0755);
-    const std::string opt = std::string("size=") + size;
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, opt.c_str()) != 0) {
-      std::fprintf(stderr, "SKIP: cannot mount a %s tmpfs on %s: %s\n", size, dir.c_str(),
-                   std::strerror(errno));
-      std::exit(77);
-    }
-  }
-  ~Mount() { ::umount2(dir_.c_str(), MNT_DETACH); }
-  Mount(const Mount&) = delete;
-  Mount& operator=(const Mount&) = delete;
-
- private:
-  std::string dir_;
-};
-
 uint64_t file_size(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
@@ -380,7 +360,7 @@ TEST_CASE("on a full 1 MiB tmpfs a binary trace counts the records it could not 
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
   const std::string mnt = tmp.file("full");
-  Mount mount(mnt, "1m");
+  TmpfsMount mount(mnt, "1m");
   const std::string out = mnt + "/out.sptrace";
   const std::string json = tmp.file("emitted.json");
   // ~80 bytes a span in binary: 2 x 30,000 spans is ~5 MB, five times the file system.
@@ -428,7 +408,7 @@ TEST_CASE("--max-size keeps a text trace from filling a 1 MiB tmpfs: no failed w
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
   const std::string mnt = tmp.file("small");
-  Mount mount(mnt, "1m");
+  TmpfsMount mount(mnt, "1m");
   const std::string out = mnt + "/out.strace";
   const std::string json = tmp.file("emitted.json");
   std::vector<std::string> argv = {spanring, "run", "--max-size", "512K", "--ring-records",

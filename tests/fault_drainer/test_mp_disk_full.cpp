@@ -12,7 +12,6 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,24 +32,6 @@ namespace {
 constexpr double kWaitS = 30;
 constexpr uint64_t kRecords = 20000;  // ~4 MB of text, four times the file system
 constexpr const char* kPaceUs = "100";  // >= 2 s of emitting: the failure comes early in it
-
-class Mount {
- public:
-  explicit Mount(const std::string& dir) : dir_(dir) {
-    ::mkdir(dir.c_str(), 0755);
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
-      std::fprintf(stderr, "SKIP: cannot mount a 1 MiB tmpfs on %s: %s\n", dir.c_str(),
-                   std::strerror(errno));
-      std::exit(77);
-    }
-  }
-  ~Mount() { ::umount2(dir_.c_str(), MNT_DETACH); }
-  Mount(const Mount&) = delete;
-  Mount& operator=(const Mount&) = delete;
-
- private:
-  std::string dir_;
-};
 
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
@@ -74,7 +55,7 @@ TEST_CASE("on a full disk the drainer reports ENOSPC once, keeps draining, ends 
   const std::string emitter = spanring_test::exe_from_env("FAULT_DET_EMITTER");
   TempDir tmp;
   const std::string mnt = tmp.file("full");
-  Mount mount(mnt);
+  TmpfsMount mount(mnt, "1m");
   const std::string out = mnt + "/out.strace";
   const std::string json = tmp.file("det.json");
   const std::string err = tmp.file("run.err");

@@ -14,7 +14,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,24 +37,6 @@ constexpr uint64_t kEmitsAfterRoom = 400;
 // Paced (one record per ms per thread): the drainer's first write comes while the producer
 // runs, and what it emits stays far below the file system's size.
 constexpr const char* kPaceUs = "1000";
-
-class Mount {
- public:
-  explicit Mount(const std::string& dir) : dir_(dir) {
-    ::mkdir(dir.c_str(), 0755);
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
-      std::fprintf(stderr, "SKIP: cannot mount a 1 MiB tmpfs on %s: %s\n", dir.c_str(),
-                   std::strerror(errno));
-      std::exit(77);
-    }
-  }
-  ~Mount() { ::umount2(dir_.c_str(), MNT_DETACH); }
-  Mount(const Mount&) = delete;
-  Mount& operator=(const Mount&) = delete;
-
- private:
-  std::string dir_;
-};
 
 // Fills the file system holding `path` with one file there, to its last byte (until ENOSPC).
 void fill(const std::string& path) {
@@ -131,7 +112,7 @@ void full_at_start(Format format) {
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
   const std::string mnt = tmp.file("full");
-  Mount mount(mnt);
+  TmpfsMount mount(mnt, "1m");
   const std::string filler = mnt + "/filler";
   fill(filler);
   const std::string out = mnt + (format == Format::kBinary ? "/out.bin" : "/out.strace");
@@ -216,7 +197,7 @@ TEST_CASE("a drainer killed after failed writes and restarted once the disk has 
   const std::string emitter = spanring_test::exe_from_env("FAULT_EMITTER");
   TempDir tmp;
   const std::string mnt = tmp.file("full");
-  Mount mount(mnt);
+  TmpfsMount mount(mnt, "1m");
   const std::string filler = mnt + "/filler";
   fill(filler);
   const std::string out = mnt + "/out.strace";
